@@ -1,0 +1,60 @@
+# splitsched — every command a developer needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+.PHONY: help setup controlplane lint test test-unit demo bench bench-core cluster-up cluster-down cluster-status proto proto-check clean
+
+help: ## list the commands
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found (Python 3.11 is required)"; exit 1; }
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP) controlplane ## install Python deps into .venv and build/reuse the control-plane binaries
+
+controlplane: ## build (first time) or reuse kube-apiserver, kube-scheduler, etcd, kwok, helm
+	bash scripts/get-binaries.sh
+
+proto: $(STAMP) ## regenerate the gRPC stubs from proto/
+	bash scripts/gen-proto.sh
+
+lint: $(STAMP) ## ruff, mypy --strict, import-linter
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy splitsched services tests
+	$(VENV)/bin/lint-imports
+
+test-unit: $(STAMP) ## the fast tiers only (unit and service), no control plane
+	$(VENV)/bin/pytest -q tests/unit tests/service
+
+test: setup lint ## everything CI runs: lint, unit, service, integration and e2e tiers
+	$(VENV)/bin/pytest -q
+
+demo: setup ## run the demo (see README)
+	$(PY) -m splitsched.demo
+
+bench-core: $(STAMP) ## in-process core benchmark: 10,000 pods onto 5,000 nodes
+	$(PY) -m bench.core
+
+bench: setup bench-core ## benchmarks (core, and side by side with kube-scheduler once it exists)
+
+cluster-up: setup ## start the local control plane (etcd, kube-apiserver, kwok)
+	$(PY) -m splitsched.testing.controlplane up
+
+cluster-down: $(STAMP) ## stop exactly what cluster-up started
+	$(PY) -m splitsched.testing.controlplane down
+
+cluster-status: $(STAMP) ## is the local control plane running?
+	$(PY) -m splitsched.testing.controlplane status
+
+clean: ## remove the virtualenv and caches (not the control-plane binaries)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,251 @@
+"""The scheduling framework: extension points, plugin contracts and profiles.
+
+Plugins judge the whole node table at once: a Filter returns a boolean mask over all rows,
+a Score returns an array over the feasible rows. Per-node failure reasons are computed only
+when someone needs them (an unschedulable pod, an Explain call), by asking the plugin about
+the rows it rejected. Called by `splitsched.core.algorithm`, which runs one pod through
+these points; configured by `splitsched.core.profiles` from YAML.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from splitsched.core import models
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+
+MAX_NODE_SCORE = 100
+
+
+class Code(enum.Enum):
+    SUCCESS = "Success"
+    # The pod does not fit; preemption might help.
+    UNSCHEDULABLE = "Unschedulable"
+    # The pod does not fit and preemption cannot help (affinity, taints, ...).
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    WAIT = "Wait"
+    SKIP = "Skip"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.code in (Code.SUCCESS, Code.SKIP)
+
+    @staticmethod
+    def success() -> Status:
+        return _SUCCESS
+
+    @staticmethod
+    def skip() -> Status:
+        return _SKIP
+
+    @staticmethod
+    def unschedulable(*reasons: str, plugin: str = "", resolvable: bool = True) -> Status:
+        code = Code.UNSCHEDULABLE if resolvable else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return Status(code, tuple(reasons), plugin)
+
+
+_SUCCESS = Status()
+_SKIP = Status(Code.SKIP)
+
+
+class CycleState:
+    """Per-pod scratch space shared by the plugins of one scheduling cycle."""
+
+    __slots__ = ("_data", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        self.skip_filter: set[str] = set()
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> Any:
+        return self._data.get(key)
+
+
+class ClusterEvent(enum.Enum):
+    """Cluster changes that can make an unschedulable pod schedulable; plugins declare which
+    ones matter to them, and the queue requeues pods rejected by those plugins."""
+
+    NODE_ADD = "NodeAdd"
+    NODE_DELETE = "NodeDelete"
+    NODE_ALLOCATABLE = "NodeAllocatableChange"
+    NODE_LABEL = "NodeLabelChange"
+    NODE_TAINT = "NodeTaintChange"
+    NODE_SCHEDULABLE = "NodeSchedulableChange"
+    ASSIGNED_POD_ADD = "AssignedPodAdd"
+    ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+    ASSIGNED_POD_DELETE = "AssignedPodDelete"
+
+
+ALL_EVENTS = frozenset(ClusterEvent)
+
+
+class Plugin(Protocol):
+    name: ClassVar[str]
+
+
+@runtime_checkable
+class PreFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_filter(self, state: CycleState, pod: models.Pod, table: NodeTable) -> Status:
+        """Reject the pod outright (unschedulable on every node), return SKIP to drop this
+        plugin's Filter for this pod, or SUCCESS. May stash data in `state`."""
+        ...
+
+
+@runtime_checkable
+class FilterPlugin(Protocol):
+    name: ClassVar[str]
+    # False when evicting pods can never make a rejected node fit (taints, affinity...).
+    resolvable_by_preemption: ClassVar[bool]
+    events: ClassVar[frozenset[ClusterEvent]]
+
+    def filter(self, state: CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        """True for every row the pod may run on, over all `table.n` rows."""
+        ...
+
+    def failure_reasons(
+        self, state: CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[tuple[str, ...]]:
+        """For each given row (rows this plugin rejected), why: kube-scheduler's wording,
+        e.g. ("Insufficient cpu",) or ("node(s) didn't match Pod's node affinity/selector",)."""
+        ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Protocol):
+    name: ClassVar[str]
+
+    def post_filter(
+        self,
+        state: CycleState,
+        pod: models.Pod,
+        table: NodeTable,
+        rejected_by: Mapping[int, str],
+    ) -> PostFilterResult | None:
+        """Called when no node fits. `rejected_by` maps each row to the filter plugin that
+        rejected it. Returns a nomination (e.g. preemption victims) or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    node: str
+    victims: tuple[models.Pod, ...] = ()
+
+
+@runtime_checkable
+class PreScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def pre_score(
+        self, state: CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> Status:
+        """Prepare scoring over the feasible `rows`; SKIP drops this plugin's Score."""
+        ...
+
+
+@runtime_checkable
+class ScorePlugin(Protocol):
+    name: ClassVar[str]
+
+    def score(
+        self, state: CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> FloatArray:
+        """A score per feasible row (same order as `rows`), in [0, MAX_NODE_SCORE] once
+        normalised."""
+        ...
+
+    def normalize(self, state: CycleState, pod: models.Pod, scores: FloatArray) -> FloatArray:
+        """NormalizeScore: map raw scores to [0, MAX_NODE_SCORE]; identity if not needed."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Protocol):
+    name: ClassVar[str]
+
+    def reserve(self, state: CycleState, pod: models.Pod, node: str) -> Status: ...
+
+    def unreserve(self, state: CycleState, pod: models.Pod, node: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Protocol):
+    name: ClassVar[str]
+
+    def permit(self, state: CycleState, pod: models.Pod, node: str) -> Status:
+        """SUCCESS, WAIT (hold the pod assumed until allowed) or a rejection."""
+        ...
+
+
+def default_normalize(scores: FloatArray) -> FloatArray:
+    """Scale so the best node gets MAX_NODE_SCORE (kube-scheduler's DefaultNormalizeScore)."""
+    if scores.size == 0:
+        return scores
+    top = float(scores.max())
+    if top <= 0:
+        return np.zeros_like(scores)
+    return scores * (MAX_NODE_SCORE / top)
+
+
+def reverse_normalize(scores: FloatArray) -> FloatArray:
+    """DefaultNormalizeScore with reverse=true: fewer is better (used by TaintToleration)."""
+    if scores.size == 0:
+        return scores
+    top = float(scores.max())
+    if top <= 0:
+        return np.full_like(scores, float(MAX_NODE_SCORE))
+    return MAX_NODE_SCORE - scores * (MAX_NODE_SCORE / top)
+
+
+PluginFactory = Callable[[Mapping[str, Any]], object]
+"""Builds a plugin from its `pluginConfig` args (an empty mapping when none are given)."""
+
+
+@dataclass(frozen=True)
+class ScoreEntry:
+    plugin: ScorePlugin
+    weight: int
+
+
+@dataclass
+class Profile:
+    """One schedulerName's plugin set, in the order each extension point runs them."""
+
+    scheduler_name: str
+    pre_filter: list[PreFilterPlugin] = field(default_factory=list)
+    filter: list[FilterPlugin] = field(default_factory=list)
+    post_filter: list[PostFilterPlugin] = field(default_factory=list)
+    pre_score: list[PreScorePlugin] = field(default_factory=list)
+    score: list[ScoreEntry] = field(default_factory=list)
+    reserve: list[ReservePlugin] = field(default_factory=list)
+    permit: list[PermitPlugin] = field(default_factory=list)
+
+    def events_for(self, plugin_names: set[str]) -> frozenset[ClusterEvent]:
+        """The cluster events that could make a pod rejected by these plugins fit."""
+        out: set[ClusterEvent] = set()
+        for p in self.filter:
+            if p.name in plugin_names:
+                out |= p.events
+        for name in plugin_names:
+            if name not in {p.name for p in self.filter}:
+                return ALL_EVENTS  # a prefilter/permit rejection: be safe, any event
+        return frozenset(out)

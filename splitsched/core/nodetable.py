@@ -1,0 +1,326 @@
+"""The node table: every node of the cluster as rows of numpy arrays, for vectorised plugins.
+
+The cache (`splitsched.core.cache`) owns one NodeTable and keeps it in step with every node
+and pod event; filter and score plugins read it to judge all nodes at once with a few array
+operations. Rows are dense (0..n-1) and may move when a node is removed, so a row number is
+only valid within one scheduling cycle; names are the stable identity.
+
+Things that change rarely (labels, taints) are indexed lazily and memoised until a node's
+spec changes (`spec_version`); requested resources are updated in place per pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from splitsched.core import models
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+# The first columns are fixed so plugins can index them without a lookup.
+COL_CPU = 0
+COL_MEMORY = 1
+COL_EPHEMERAL = 2
+COL_PODS = 3
+_FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.PODS)
+
+PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
+
+
+@dataclass(frozen=True, slots=True)
+class PodVectors:
+    """A pod's request as table columns: computed once per pod per table."""
+
+    request: IntArray  # [R] including pods=1
+    nonzero_cpu: int
+    nonzero_memory: int
+    unknown: tuple[str, ...]  # requested resources that no node has ever offered
+
+
+class NodeTable:
+    """Dense arrays over all nodes. Mutated only by the cache; read by plugins."""
+
+    def __init__(self, *, initial_capacity: int = 64) -> None:
+        self.resource_names: list[str] = list(_FIXED_RESOURCES)
+        self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
+        cap = max(initial_capacity, 1)
+        self._allocatable = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
+        self._requested = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
+        self._nonzero = np.zeros((cap, 2), dtype=np.int64)  # cpu milli, memory: for scoring
+        self._unschedulable = np.zeros(cap, dtype=np.bool_)
+        self.names: list[str] = []
+        self.nodes: list[models.Node] = []
+        self.row_of: dict[str, int] = {}
+        # Pods counted on each row, by uid. Shared with nobody: plugins only read.
+        self.pods: list[dict[str, models.Pod]] = []
+        self.used_ports: list[dict[PortKey, int]] = []
+        self.spec_version = 0  # bumps when nodes come, go, or change labels/taints
+        self.pod_version = 0  # bumps when any pod is added to or removed from a row
+        self._memo: dict[tuple[object, ...], object] = {}
+        self._memo_version = -1
+
+    # ---- sizes and views -------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def allocatable(self) -> IntArray:
+        return self._allocatable[: self.n]
+
+    @property
+    def requested(self) -> IntArray:
+        return self._requested[: self.n]
+
+    @property
+    def nonzero_requested(self) -> IntArray:
+        return self._nonzero[: self.n]
+
+    @property
+    def unschedulable(self) -> BoolArray:
+        return self._unschedulable[: self.n]
+
+    def column(self, resource: str) -> int | None:
+        return self.resource_col.get(resource)
+
+    # ---- mutation (cache only) -------------------------------------------------------
+    def _ensure_column(self, resource: str) -> int:
+        col = self.resource_col.get(resource)
+        if col is not None:
+            return col
+        col = len(self.resource_names)
+        self.resource_names.append(resource)
+        self.resource_col[resource] = col
+        extra = np.zeros((self._allocatable.shape[0], 1), dtype=np.int64)
+        self._allocatable = np.hstack([self._allocatable, extra])
+        self._requested = np.hstack([self._requested, extra.copy()])
+        return col
+
+    def _grow(self) -> None:
+        cap = self._allocatable.shape[0] * 2
+        r = self._allocatable.shape[1]
+        for attr, shape in (
+            ("_allocatable", (cap, r)),
+            ("_requested", (cap, r)),
+            ("_nonzero", (cap, 2)),
+        ):
+            old = getattr(self, attr)
+            new = np.zeros(shape, dtype=np.int64)
+            new[: old.shape[0]] = old
+            setattr(self, attr, new)
+        uns = np.zeros(cap, dtype=np.bool_)
+        uns[: self._unschedulable.shape[0]] = self._unschedulable
+        self._unschedulable = uns
+
+    def _write_node(self, row: int, node: models.Node) -> None:
+        for name in node.allocatable:
+            self._ensure_column(name)
+        self._allocatable[row, :] = 0
+        for name, amount in node.allocatable.items():
+            self._allocatable[row, self.resource_col[name]] = amount
+        self._unschedulable[row] = node.unschedulable
+
+    def set_node(self, node: models.Node, pods: Iterable[models.Pod] = ()) -> None:
+        """Add a node, or replace its spec keeping the pods already counted on it."""
+        row = self.row_of.get(node.name)
+        if row is None:
+            if self.n == self._allocatable.shape[0]:
+                self._grow()
+            row = self.n
+            self.names.append(node.name)
+            self.nodes.append(node)
+            self.row_of[node.name] = row
+            self.pods.append({})
+            self.used_ports.append({})
+            self._requested[row, :] = 0
+            self._nonzero[row, :] = 0
+            self._write_node(row, node)
+            for pod in pods:
+                self.add_pod(node.name, pod)
+            self.spec_version += 1
+            return
+        old = self.nodes[row]
+        self.nodes[row] = node
+        self._write_node(row, node)
+        if old.labels != node.labels or old.taints != node.taints:
+            self.spec_version += 1
+        elif old.unschedulable != node.unschedulable or old.allocatable != node.allocatable:
+            self.spec_version += 1
+
+    def remove_node(self, name: str) -> list[models.Pod]:
+        """Remove a node's row; returns the pods that were counted on it."""
+        row = self.row_of.pop(name, None)
+        if row is None:
+            return []
+        last = self.n - 1
+        pods = list(self.pods[row].values())
+        if row != last:
+            moved = self.names[last]
+            self.names[row] = moved
+            self.nodes[row] = self.nodes[last]
+            self.pods[row] = self.pods[last]
+            self.used_ports[row] = self.used_ports[last]
+            self._allocatable[row] = self._allocatable[last]
+            self._requested[row] = self._requested[last]
+            self._nonzero[row] = self._nonzero[last]
+            self._unschedulable[row] = self._unschedulable[last]
+            self.row_of[moved] = row
+        self.names.pop()
+        self.nodes.pop()
+        self.pods.pop()
+        self.used_ports.pop()
+        self._allocatable[last] = 0
+        self._requested[last] = 0
+        self._nonzero[last] = 0
+        self._unschedulable[last] = False
+        self.spec_version += 1
+        self.pod_version += 1
+        return pods
+
+    def pod_vectors(self, pod: models.Pod) -> PodVectors:
+        """The pod's request over this table's columns (pods=1 included)."""
+        vec = np.zeros(len(self.resource_names), dtype=np.int64)
+        unknown: list[str] = []
+        for name, amount in pod.requests.items():
+            col = self.resource_col.get(name)
+            if col is None:
+                if amount:
+                    unknown.append(name)
+                continue
+            vec[col] = amount
+        vec[COL_PODS] = 1
+        nz = models.effective_requests(pod, nonzero_defaults=True)
+        return PodVectors(
+            request=vec,
+            nonzero_cpu=nz.get(models.CPU, 0),
+            nonzero_memory=nz.get(models.MEMORY, 0),
+            unknown=tuple(unknown),
+        )
+
+    def add_pod(self, node_name: str, pod: models.Pod) -> bool:
+        """Count a pod's requests on a node. False if the node is not in the table."""
+        row = self.row_of.get(node_name)
+        if row is None:
+            return False
+        if pod.uid in self.pods[row]:
+            self.remove_pod(node_name, pod.uid)
+        for name in pod.requests:
+            self._ensure_column(name)
+        vecs = self.pod_vectors(pod)
+        self._requested[row, : len(vecs.request)] += vecs.request
+        self._nonzero[row, 0] += vecs.nonzero_cpu
+        self._nonzero[row, 1] += vecs.nonzero_memory
+        self.pods[row][pod.uid] = pod
+        ports = self.used_ports[row]
+        for hp in pod.host_ports:
+            key = (hp.protocol or "TCP", hp.host_ip or "0.0.0.0", hp.port)
+            ports[key] = ports.get(key, 0) + 1
+        self.pod_version += 1
+        return True
+
+    def remove_pod(self, node_name: str, uid: str) -> models.Pod | None:
+        row = self.row_of.get(node_name)
+        if row is None:
+            return None
+        pod = self.pods[row].pop(uid, None)
+        if pod is None:
+            return None
+        vecs = self.pod_vectors(pod)
+        self._requested[row, : len(vecs.request)] -= vecs.request
+        self._nonzero[row, 0] -= vecs.nonzero_cpu
+        self._nonzero[row, 1] -= vecs.nonzero_memory
+        ports = self.used_ports[row]
+        for hp in pod.host_ports:
+            key = (hp.protocol or "TCP", hp.host_ip or "0.0.0.0", hp.port)
+            left = ports.get(key, 0) - 1
+            if left > 0:
+                ports[key] = left
+            else:
+                ports.pop(key, None)
+        self.pod_version += 1
+        return pod
+
+    # ---- memoised indexes over node specs -------------------------------------------
+    def _memo_get(self, key: tuple[object, ...]) -> object | None:
+        if self._memo_version != self.spec_version:
+            self._memo.clear()
+            self._memo_version = self.spec_version
+        return self._memo.get(key)
+
+    def label_values(self, key: str) -> tuple[npt.NDArray[np.int32], list[str]]:
+        """Per row, an index into the returned list of distinct values of label `key`;
+        -1 where the node lacks the label. Topology domains come from this."""
+        memo_key: tuple[object, ...] = ("values", key)
+        hit = self._memo_get(memo_key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        ids = np.full(self.n, -1, dtype=np.int32)
+        distinct: dict[str, int] = {}
+        for row, node in enumerate(self.nodes):
+            value = node.labels.get(key)
+            if value is not None:
+                ids[row] = distinct.setdefault(value, len(distinct))
+        result = (ids, list(distinct))
+        self._memo[memo_key] = result
+        return result
+
+    def label_equals(self, key: str, value: str) -> BoolArray:
+        ids, values = self.label_values(key)
+        try:
+            idx = values.index(value)
+        except ValueError:
+            return np.zeros(self.n, dtype=np.bool_)
+        return ids == idx
+
+    def label_in(self, key: str, values: Iterable[str]) -> BoolArray:
+        ids, distinct = self.label_values(key)
+        wanted = [i for i, v in enumerate(distinct) if v in set(values)]
+        if not wanted:
+            return np.zeros(self.n, dtype=np.bool_)
+        return np.isin(ids, np.asarray(wanted, dtype=np.int32))
+
+    def label_exists(self, key: str) -> BoolArray:
+        ids, _ = self.label_values(key)
+        return ids >= 0
+
+    def taint_groups(self) -> tuple[npt.NDArray[np.int32], list[tuple[models.Taint, ...]]]:
+        """Nodes grouped by identical taint sets: per row a group id, and the groups. Most
+        clusters have a handful of distinct sets, so a pod's tolerations are checked per
+        group, not per node."""
+        memo_key: tuple[object, ...] = ("taints",)
+        hit = self._memo_get(memo_key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        ids = np.zeros(self.n, dtype=np.int32)
+        groups: dict[tuple[models.Taint, ...], int] = {}
+        for row, node in enumerate(self.nodes):
+            ids[row] = groups.setdefault(node.taints, len(groups))
+        result = (ids, list(groups))
+        self._memo[memo_key] = result
+        return result
+
+    def node_name_array(self) -> npt.NDArray[np.object_]:
+        memo_key: tuple[object, ...] = ("names",)
+        hit = self._memo_get(memo_key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        arr = np.asarray(self.names, dtype=object)
+        self._memo[memo_key] = arr
+        return arr
+
+    def free(self) -> IntArray:
+        return self.allocatable - self.requested
+
+    def requested_by_name(self, node_name: str) -> Mapping[str, int]:
+        row = self.row_of[node_name]
+        return {
+            name: int(self._requested[row, col])
+            for col, name in enumerate(self.resource_names)
+            if self._requested[row, col]
+        }

@@ -1,0 +1,34 @@
+"""The default plugins, one module each, and the registry that profiles build them from.
+
+Each plugin is a class whose constructor takes its `pluginConfig` args mapping and that
+implements some of the protocols in `splitsched.core.framework`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from splitsched.core import framework
+from splitsched.core.plugins import (
+    balanced_allocation,
+    inter_pod_affinity,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_unschedulable,
+    resources_fit,
+    taint_toleration,
+    topology_spread,
+)
+
+REGISTRY: Mapping[str, framework.PluginFactory] = {
+    "NodeUnschedulable": node_unschedulable.NodeUnschedulable,
+    "NodeName": node_name.NodeName,
+    "TaintToleration": taint_toleration.TaintToleration,
+    "NodeAffinity": node_affinity.NodeAffinity,
+    "NodePorts": node_ports.NodePorts,
+    "NodeResourcesFit": resources_fit.NodeResourcesFit,
+    "NodeResourcesBalancedAllocation": balanced_allocation.NodeResourcesBalancedAllocation,
+    "PodTopologySpread": topology_spread.PodTopologySpread,
+    "InterPodAffinity": inter_pod_affinity.InterPodAffinity,
+}
