@@ -174,6 +174,28 @@ build_go_install() {
   log "built ${name} ${version} in $((SECONDS - start))s"
 }
 
+# copy_kwok_stages <dir>: the standalone kwok binary ships no Stage configs, and without
+# them it neither marks nodes Ready nor moves bound pods to Running. Copy kwok's own default
+# stages (the ones kwokctl uses: node-initialize, node-heartbeat-with-lease, pod-ready,
+# pod-complete, pod-delete) from the module next to the binary.
+copy_kwok_stages() {
+  local dest=$1
+  require_go
+  local src
+  src="$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -d ${src}/kustomize/stage ]] || die "sigs.k8s.io/kwok@${KWOK_VERSION} has no kustomize/stage folder"
+  mkdir -p "${dest}"
+  local f
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    [[ -f ${src}/kustomize/stage/${f} ]] || die "kwok ${KWOK_VERSION} lacks stage ${f}"
+    install -m 0644 "${src}/kustomize/stage/${f}" "${dest}/$(basename "${f}")"
+  done
+  touch "${dest}/.complete"
+  log "copied kwok ${KWOK_VERSION} default stages to ${dest}"
+}
+
 want() {  # want <name> <version>: true when the binary must be built
   local path
   path="$(bin_path "$1" "$2")"
@@ -193,6 +215,10 @@ if ((${#k8s_missing[@]})); then build_kubernetes "${k8s_missing[@]}"; fi
 if want etcd "${ETCD_VERSION}"; then build_etcd; fi
 if want kwok "${KWOK_VERSION}"; then
   build_go_install kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok
+fi
+kwok_stages="${bin_root}/kwok-${KWOK_VERSION}/stages"
+if [[ ! -f ${kwok_stages}/.complete ]]; then
+  copy_kwok_stages "${kwok_stages}"
 fi
 if want helm "${HELM_VERSION}"; then
   build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm
