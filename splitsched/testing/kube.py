@@ -1,0 +1,439 @@
+"""Kubernetes helpers for tests, the demo and the benchmarks, on the real control plane.
+
+Callers: ``tests/support/fixtures.py`` (the ``namespace`` fixture), the integration and e2e
+tests, ``splitsched.demo`` and ``bench``. Everything here talks to a kube-apiserver through
+the official ``kubernetes`` client with plain dict manifests:
+
+* ``create_kwok_nodes`` creates Nodes that kwok manages (annotation
+  ``kwok.x-k8s.io/node=fake``, label ``type=kwok``) and waits until kwok marks them Ready;
+* ``make_pod`` / ``make_pods`` / ``create_pods`` build and create pending pods addressed to
+  a scheduler (``schedulerName: splitsched`` by default);
+* ``create_namespace`` / ``delete_namespace`` give each test its own namespace (and finalize
+  it, since there is no kube-controller-manager to do so);
+* ``bind_pod`` POSTs a ``Binding`` (the client cannot decode that response, so it is read raw);
+* ``service_account_kubeconfig`` writes a kubeconfig for a ServiceAccount with exactly the
+  RBAC rules given, using a TokenRequest token.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from splitsched.testing.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+
+Manifest = dict[str, Any]
+T = TypeVar("T")
+
+DEFAULT_SCHEDULER_NAME = "splitsched"
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+#: Label put on cluster-scoped objects a test creates, so namespace cleanup removes them.
+TEST_NAMESPACE_LABEL = "splitsched.io/test-namespace"
+
+
+class WaitTimeout(AssertionError):
+    """A condition did not become true in time (an AssertionError, so tests fail on it)."""
+
+
+def wait_for(
+    predicate: Callable[[], T | None],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.2,
+    message: str = "condition",
+) -> T:
+    """Poll ``predicate`` until it returns something truthy and return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise WaitTimeout(f"timed out after {timeout:.0f}s waiting for {message}")
+        time.sleep(interval)
+
+
+def api_client_from_kubeconfig(path: Path | str) -> client.ApiClient:
+    """An ``ApiClient`` for one kubeconfig file (never touches the global default config)."""
+    from kubernetes import config as kube_config
+
+    return kube_config.new_client_from_config(config_file=str(path))
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+def make_node(
+    name: str,
+    *,
+    cpu: str = "32",
+    memory: str = "256Gi",
+    pods: int = 110,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, Any]] | None = None,
+    extended: Mapping[str, str] | None = None,
+) -> Manifest:
+    """A Node manifest kwok will manage; capacity = allocatable = the given resources."""
+    resources: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    resources.update(extended or {})
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {
+                KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE,
+                "node.alpha.kubernetes.io/ttl": "0",
+            },
+            "labels": {
+                "type": "kwok",
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                **(labels or {}),
+            },
+        },
+        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
+        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+    }
+
+
+def node_is_ready(node: Any) -> bool:
+    """True when a V1Node (client model) has condition Ready=True."""
+    conditions = (node.status.conditions if node.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def create_kwok_nodes(
+    api: client.ApiClient,
+    count: int,
+    *,
+    name_prefix: str = "kwok-node",
+    cpu: str = "32",
+    memory: str = "256Gi",
+    pods: int = 110,
+    labels: Mapping[str, str] | None = None,
+    taints: Sequence[Mapping[str, Any]] | None = None,
+    extended: Mapping[str, str] | None = None,
+    wait_ready: bool = True,
+    timeout: float = 120.0,
+    workers: int = 8,
+) -> list[str]:
+    """Create ``count`` kwok Nodes ``<name_prefix>-<i>`` and (by default) wait until Ready."""
+    core = client.CoreV1Api(api)
+    names = [f"{name_prefix}-{i}" for i in range(count)]
+
+    def create(name: str) -> None:
+        manifest = make_node(
+            name, cpu=cpu, memory=memory, pods=pods, labels=labels, taints=taints,
+            extended=extended,
+        )  # fmt: skip
+        core.create_node(manifest)
+
+    _parallel(create, names, workers=workers)
+    if wait_ready:
+        wait_nodes_ready(api, names=names, timeout=timeout)
+    return names
+
+
+def wait_nodes_ready(api: client.ApiClient, *, names: Iterable[str], timeout: float) -> None:
+    """Wait until every named node reports Ready=True."""
+    core = client.CoreV1Api(api)
+    pending = set(names)
+
+    def all_ready() -> bool:
+        for node in core.list_node(label_selector="type=kwok").items:
+            if node.metadata.name in pending and node_is_ready(node):
+                pending.discard(node.metadata.name)
+        return not pending
+
+    wait_for(all_ready, timeout=timeout, interval=0.5, message=f"{len(pending)} nodes Ready")
+
+
+def delete_nodes(api: client.ApiClient, names: Iterable[str], *, workers: int = 8) -> None:
+    """Delete nodes (missing ones are ignored)."""
+    core = client.CoreV1Api(api)
+
+    def delete(name: str) -> None:
+        try:
+            core.delete_node(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    _parallel(delete, list(names), workers=workers)
+
+
+# -- pods ----------------------------------------------------------------------------------
+
+
+def make_pod(
+    name: str,
+    *,
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    cpu: str | None = "100m",
+    memory: str | None = "64Mi",
+    extended: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, Any]] | None = None,
+    affinity: Mapping[str, Any] | None = None,
+    priority_class_name: str | None = None,
+    image: str = PAUSE_IMAGE,
+) -> Manifest:
+    """A single-container pod manifest, pending until a ``scheduler_name`` scheduler binds it."""
+    requests: dict[str, str] = {}
+    if cpu:
+        requests["cpu"] = cpu
+    if memory:
+        requests["memory"] = memory
+    requests.update(extended or {})
+    container: dict[str, Any] = {"name": "main", "image": image}
+    if requests:
+        # Extended resources must have limits equal to requests.
+        limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
+        container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [container],
+        "terminationGracePeriodSeconds": 0,
+        "automountServiceAccountToken": False,
+    }
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    if affinity:
+        spec["affinity"] = dict(affinity)
+    if priority_class_name:
+        spec["priorityClassName"] = priority_class_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": spec,
+    }
+
+
+def make_pods(count: int, *, name_prefix: str = "pod", **pod_kwargs: Any) -> list[Manifest]:
+    """``count`` pods ``<name_prefix>-<i>``, all built by ``make_pod(**pod_kwargs)``."""
+    return [make_pod(f"{name_prefix}-{i}", **pod_kwargs) for i in range(count)]
+
+
+def create_pods(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    pods: Sequence[Manifest],
+    workers: int = 8,
+) -> list[str]:
+    """Create the pod manifests in ``namespace``; returns their names."""
+    core = client.CoreV1Api(api)
+
+    def create(pod: Manifest) -> None:
+        core.create_namespaced_pod(namespace, pod)
+
+    _parallel(create, list(pods), workers=workers)
+    return [str(p["metadata"]["name"]) for p in pods]
+
+
+def get_pod(api: client.ApiClient, *, namespace: str, name: str) -> Any:
+    """The V1Pod (client model)."""
+    return client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+
+
+def bind_pod(api: client.ApiClient, *, namespace: str, pod: str, node: str) -> int:
+    """POST ``pods/<pod>/binding`` to ``node``; returns the HTTP status (201).
+
+    Raises ``ApiException`` (``.status`` 409 when already bound, 403 when not allowed).
+    """
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod, "namespace": namespace},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    # The generated client cannot deserialize the Binding response (V1Binding.target is
+    # "required" but the response is a Status); read the raw response instead.
+    resp = client.CoreV1Api(api).create_namespaced_binding(namespace, body, _preload_content=False)
+    status: int = resp.status
+    resp.release_conn()
+    return status
+
+
+# -- namespaces ----------------------------------------------------------------------------
+
+
+def create_namespace(
+    api: client.ApiClient, *, prefix: str = "test", labels: Mapping[str, str] | None = None
+) -> str:
+    """Create a uniquely named namespace ``<prefix>-<random>``; returns its name."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"[:63].rstrip("-")
+    client.CoreV1Api(api).create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": name, "labels": dict(labels or {})}}
+    )  # fmt: skip
+    return name
+
+
+def delete_namespace(
+    api: client.ApiClient, name: str, *, wait: bool = True, timeout: float = 30.0
+) -> None:
+    """Delete a namespace and what tests put in it, then finalize it.
+
+    Without kube-controller-manager nothing empties a deleted namespace or removes its
+    ``kubernetes`` finalizer, so this does both (and deletes cluster-scoped RBAC objects
+    labelled ``splitsched.io/test-namespace=<name>``).
+    """
+    core = client.CoreV1Api(api)
+    rbac = client.RbacAuthorizationV1Api(api)
+    selector = f"{TEST_NAMESPACE_LABEL}={name}"
+    for deleter in (
+        rbac.delete_collection_cluster_role_binding,
+        rbac.delete_collection_cluster_role,
+    ):
+        _ignore_404(functools.partial(deleter, label_selector=selector))
+    for ns_deleter in (
+        core.delete_collection_namespaced_pod,
+        core.delete_collection_namespaced_service_account,
+        core.delete_collection_namespaced_config_map,
+        core.delete_collection_namespaced_secret,
+        rbac.delete_collection_namespaced_role_binding,
+        rbac.delete_collection_namespaced_role,
+    ):
+        _ignore_404(functools.partial(ns_deleter, name, grace_period_seconds=0))
+    _ignore_404(lambda: core.delete_namespace(name, grace_period_seconds=0))
+
+    def finalize() -> None:
+        ns = core.read_namespace(name)
+        if ns.spec and ns.spec.finalizers:
+            ns.spec.finalizers = []
+            core.replace_namespace_finalize(name, ns)
+
+    _ignore_404(finalize)
+    if wait:
+
+        def gone() -> bool:
+            try:
+                core.read_namespace(name)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return True
+                raise
+            return False
+
+        wait_for(gone, timeout=timeout, message=f"namespace {name} to be deleted")
+
+
+# -- service accounts ----------------------------------------------------------------------
+
+
+def service_account_kubeconfig(
+    admin_api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    cluster_role_rules: Sequence[Mapping[str, Any]] | None = None,
+    cluster_role_name: str | None = None,
+    directory: Path | None = None,
+    expiration_seconds: int = 3600,
+) -> Path:
+    """Create ServiceAccount ``namespace/name`` bound cluster-wide to a role; write a kubeconfig.
+
+    Give either ``cluster_role_rules`` (a ClusterRole ``splitsched-test:<ns>:<name>`` with
+    exactly those rules is created) or ``cluster_role_name`` (an existing ClusterRole). The
+    token comes from the TokenRequest API. Returns the kubeconfig path (in ``directory``, a
+    new temp dir by default).
+    """
+    if (cluster_role_rules is None) == (cluster_role_name is None):
+        raise ValueError("give exactly one of cluster_role_rules or cluster_role_name")
+    core = client.CoreV1Api(admin_api)
+    rbac = client.RbacAuthorizationV1Api(admin_api)
+    owner_labels = {TEST_NAMESPACE_LABEL: namespace}
+    core.create_namespaced_service_account(
+        namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
+    )
+    object_name = f"splitsched-test:{namespace}:{name}"
+    role_name = cluster_role_name or object_name
+    if cluster_role_rules is not None:
+        rbac.create_cluster_role(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role_name, "labels": owner_labels},
+                "rules": [dict(r) for r in cluster_role_rules],
+            }
+        )
+    rbac.create_cluster_role_binding(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": object_name, "labels": owner_labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role_name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        }
+    )
+    token_request = core.create_namespaced_service_account_token(
+        name,
+        namespace,
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": expiration_seconds},
+        },
+    )
+    token = str(token_request.status.token)
+    conf = admin_api.configuration
+    cluster: dict[str, Any] = {"server": str(conf.host)}
+    if conf.ssl_ca_cert:
+        cluster["certificate-authority"] = str(conf.ssl_ca_cert)
+    user = f"system:serviceaccount:{namespace}:{name}"
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "cluster", "cluster": cluster}],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": user}}],
+        "current-context": "sa",
+    }
+    out_dir = directory or Path(tempfile.mkdtemp(prefix="splitsched-sa-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{namespace}-{name}.kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+# -- internals -----------------------------------------------------------------------------
+
+
+def _parallel(fn: Callable[[T], None], items: Sequence[T], *, workers: int) -> None:
+    if len(items) <= 1 or workers <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        for _ in pool.map(fn, items):
+            pass
+
+
+def _ignore_404(fn: Callable[[], object]) -> None:
+    try:
+        fn()
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
