@@ -1,0 +1,317 @@
+"""NodeResourcesFit: a node fits when its free allocatable covers the pod's requests, and
+nodes are scored by how much of them would be allocated (LeastAllocated, MostAllocated or
+RequestedToCapacityRatio), as kube-scheduler's noderesources.Fit does.
+
+Built by `splitsched.core.profiles` from its `pluginConfig` args; run by the framework at
+PreFilter (the pod's request vector, once), Filter (all nodes at once), PreScore and Score.
+Scores use kube-scheduler's int64 arithmetic so they match it exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from splitsched.core import framework, models
+from splitsched.core.nodetable import (
+    COL_CPU,
+    COL_MEMORY,
+    COL_PODS,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeTable,
+    PodVectors,
+)
+
+LEAST_ALLOCATED = "LeastAllocated"
+MOST_ALLOCATED = "MostAllocated"
+REQUESTED_TO_CAPACITY_RATIO = "RequestedToCapacityRatio"
+_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
+MAX_CUSTOM_PRIORITY_SCORE = 10  # shape scores are 0..10, scaled to 0..MAX_NODE_SCORE
+MAX_UTILIZATION = 100
+TOO_MANY_PODS = "Too many pods"
+
+_PREFILTER_KEY = "PreFilterNodeResourcesFit"
+_PRESCORE_KEY = "PreScoreNodeResourcesFit"
+_DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = ((models.CPU, 1), (models.MEMORY, 1))
+
+
+def is_extended_resource(name: str) -> bool:
+    """v1helper.IsExtendedResourceName: a domain-prefixed name outside kubernetes.io/."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def is_scalar_resource(name: str) -> bool:
+    """schedutil.IsScalarResourceName: the names the Fit filter checks besides cpu, memory
+    and ephemeral-storage (others, like a bare "storage", kube-scheduler ignores)."""
+    return (
+        is_extended_resource(name)
+        or name.startswith("hugepages-")
+        or "kubernetes.io/" in name
+        or name.startswith("attachable-volumes-")
+    )
+
+
+def parse_resources(raw: Any, *, where: str) -> tuple[tuple[str, int], ...]:
+    """A `resources: [{name, weight}]` list (weight defaults to 1, must be 1..100)."""
+    if raw is None:
+        return _DEFAULT_RESOURCES
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{where}: expected a non-empty list of {{name, weight}}")
+    out: list[tuple[str, int]] = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ValueError(f"{where}[{i}]: needs a string 'name'")
+        weight = entry.get("weight", 1)
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
+            raise ValueError(f"{where}[{i}].weight: must be an integer in 1..100")
+        out.append((entry["name"], weight))
+    return tuple(out)
+
+
+def go_div(a: IntArray, b: IntArray | int) -> IntArray:
+    """int64 division truncating toward zero, as Go does (numpy's // floors)."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (np.asarray(b) < 0), -q, q)
+
+
+@dataclass(frozen=True, slots=True)
+class _FitState:
+    vectors: PodVectors
+    cols: IntArray  # table columns the pod must fit (request > 0, not ignored), pods included
+    need: IntArray  # the request in those columns
+    unknown: tuple[str, ...]  # checked resources no node offers: the pod fits nowhere
+
+
+def pod_score_requests(
+    pod: models.Pod, vectors: PodVectors, resources: Sequence[str], *, nonzero: bool
+) -> list[int]:
+    """The pod's request per scored resource: with `nonzero`, cpu and memory count a
+    container that asks for nothing as the scheduler's defaults (Fit); plain otherwise
+    (BalancedAllocation)."""
+    out: list[int] = []
+    for name in resources:
+        if nonzero and name == models.CPU:
+            out.append(vectors.nonzero_cpu)
+        elif nonzero and name == models.MEMORY:
+            out.append(vectors.nonzero_memory)
+        else:
+            out.append(int(pod.requests.get(name, 0)))
+    return out
+
+
+def allocatable_and_requested(
+    table: NodeTable,
+    rows: IntArray,
+    resources: Sequence[str],
+    pod_requests: Sequence[int],
+    *,
+    nonzero: bool,
+) -> tuple[IntArray, IntArray]:
+    """[rows, resources] matrices of allocatable and requested-after-placing-the-pod, with
+    (0, 0) where kube-scheduler's calculateResourceAllocatableRequest skips a resource (an
+    extended resource the pod does not request, or one the table has never seen)."""
+    alloc = np.zeros((rows.size, len(resources)), dtype=np.int64)
+    req = np.zeros((rows.size, len(resources)), dtype=np.int64)
+    for i, (name, pod_req) in enumerate(zip(resources, pod_requests, strict=True)):
+        if pod_req == 0 and is_scalar_resource(name):
+            continue
+        col = table.column(name)
+        if col is None:
+            continue
+        alloc[:, i] = table.allocatable[rows, col]
+        if nonzero and col in (COL_CPU, COL_MEMORY):
+            req[:, i] = table.nonzero_requested[rows, col] + pod_req
+        else:
+            req[:, i] = table.requested[rows, col] + pod_req
+    return alloc, req
+
+
+def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
+    """helper.BuildBrokenLinearFunction over an array of utilisations."""
+    out = np.full(p.shape, shape[-1][1], dtype=np.int64)
+    done = np.zeros(p.shape, dtype=np.bool_)
+    for i, (util, score) in enumerate(shape):
+        hit = ~done & (p <= util)
+        if i == 0:
+            out[hit] = score
+        else:
+            u0, s0 = shape[i - 1]
+            out[hit] = s0 + go_div((score - s0) * (p[hit] - u0), util - u0)
+        done |= hit
+    return out
+
+
+class NodeResourcesFit:
+    name: ClassVar[str] = "NodeResourcesFit"
+    resolvable_by_preemption: ClassVar[bool] = True
+    events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
+        {
+            framework.ClusterEvent.NODE_ADD,
+            framework.ClusterEvent.NODE_ALLOCATABLE,
+            framework.ClusterEvent.ASSIGNED_POD_DELETE,
+            framework.ClusterEvent.ASSIGNED_POD_UPDATE,
+        }
+    )
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        args = args or {}
+        self.ignored_resources = frozenset(args.get("ignoredResources") or ())
+        self.ignored_groups = frozenset(args.get("ignoredResourceGroups") or ())
+        strategy = args.get("scoringStrategy") or {}
+        if not isinstance(strategy, Mapping):
+            raise ValueError("scoringStrategy: must be a mapping")
+        self.strategy: str = strategy.get("type", LEAST_ALLOCATED)
+        if self.strategy not in _STRATEGIES:
+            raise ValueError(f"scoringStrategy.type: {self.strategy!r} is not one of {_STRATEGIES}")
+        resources = parse_resources(strategy.get("resources"), where="scoringStrategy.resources")
+        self.resources = tuple(n for n, _ in resources)
+        self.weights = np.asarray([w for _, w in resources], dtype=np.int64)
+        self.shape: tuple[tuple[int, int], ...] = ()
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            self.shape = _parse_shape(strategy.get("requestedToCapacityRatio"))
+
+    # ---- filter ----------------------------------------------------------------------
+    def _ignored(self, name: str) -> bool:
+        if not is_extended_resource(name):
+            return False
+        return name in self.ignored_resources or name.split("/", 1)[0] in self.ignored_groups
+
+    def _checked(self, name: str) -> bool:
+        if name in (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE):
+            return True
+        return is_scalar_resource(name) and not self._ignored(name)
+
+    def _state(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> _FitState:
+        cached = state.read(_PREFILTER_KEY)
+        if isinstance(cached, _FitState) and cached.vectors.request.size == len(
+            table.resource_names
+        ):
+            return cached
+        vectors = table.pod_vectors(pod)
+        cols = [COL_PODS]
+        for col, name in enumerate(table.resource_names):
+            if col != COL_PODS and vectors.request[col] > 0 and self._checked(name):
+                cols.append(col)
+        col_arr = np.asarray(cols, dtype=np.int64)
+        fit_state = _FitState(
+            vectors=vectors,
+            cols=col_arr,
+            need=vectors.request[col_arr],
+            unknown=tuple(n for n in vectors.unknown if self._checked(n)),
+        )
+        state.write(_PREFILTER_KEY, fit_state)
+        return fit_state
+
+    def pre_filter(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> framework.Status:
+        self._state(state, pod, table)
+        return framework.Status.success()
+
+    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        s = self._state(state, pod, table)
+        if s.unknown:
+            return np.zeros(table.n, dtype=np.bool_)
+        free = table.allocatable[:, s.cols] - table.requested[:, s.cols]
+        fits: BoolArray = np.all(free >= s.need, axis=1)
+        return fits
+
+    def failure_reasons(
+        self,
+        state: framework.CycleState,
+        pod: models.Pod,
+        table: NodeTable,
+        rows: Sequence[int],
+    ) -> list[tuple[str, ...]]:
+        s = self._state(state, pod, table)
+        out: list[tuple[str, ...]] = []
+        for row in rows:
+            reasons: list[str] = []
+            for col, need in zip(s.cols.tolist(), s.need.tolist(), strict=True):
+                free = int(table.allocatable[row, col]) - int(table.requested[row, col])
+                if need > free:
+                    name = table.resource_names[col]
+                    reasons.append(TOO_MANY_PODS if col == COL_PODS else f"Insufficient {name}")
+            reasons.extend(f"Insufficient {n}" for n in s.unknown)
+            out.append(tuple(reasons))
+        return out
+
+    # ---- score -----------------------------------------------------------------------
+    def _score_requests(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> list[int]:
+        cached = state.read(_PRESCORE_KEY)
+        if isinstance(cached, list):
+            return cached
+        vectors = self._state(state, pod, table).vectors
+        reqs = pod_score_requests(pod, vectors, self.resources, nonzero=True)
+        state.write(_PRESCORE_KEY, reqs)
+        return reqs
+
+    def pre_score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> framework.Status:
+        self._score_requests(state, pod, table)
+        return framework.Status.success()
+
+    def score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> FloatArray:
+        pod_reqs = self._score_requests(state, pod, table)
+        alloc, req = allocatable_and_requested(table, rows, self.resources, pod_reqs, nonzero=True)
+        return self.score_matrix(alloc, req).astype(np.float64)
+
+    def score_matrix(self, alloc: IntArray, req: IntArray) -> IntArray:
+        """The strategy's score per row from [rows, resources] allocatable and requested;
+        a resource with nothing allocatable is left out of the weighted average."""
+        present = alloc > 0
+        safe = np.where(present, alloc, 1)
+        if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+            util = np.where(present & (req <= alloc), req * MAX_UTILIZATION // safe, 100)
+            per = broken_linear(self.shape, util)
+            counted = present & (per > 0)
+            weights = np.where(counted, self.weights, 0)
+            total = (per * weights).sum(axis=1)
+            wsum = weights.sum(axis=1)
+            avg = np.floor(total / np.where(wsum > 0, wsum, 1) + 0.5).astype(np.int64)
+            return np.where(wsum > 0, avg, 0)
+        if self.strategy == MOST_ALLOCATED:
+            per = np.minimum(req, alloc) * framework.MAX_NODE_SCORE // safe
+        else:
+            per = np.where(req > alloc, 0, (alloc - req) * framework.MAX_NODE_SCORE // safe)
+        weights = np.where(present, self.weights, 0)
+        total = (per * weights).sum(axis=1)
+        wsum = weights.sum(axis=1)
+        result: IntArray = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
+        return result
+
+    def normalize(
+        self, state: framework.CycleState, pod: models.Pod, scores: FloatArray
+    ) -> FloatArray:
+        return scores
+
+
+def _parse_shape(raw: Any) -> tuple[tuple[int, int], ...]:
+    """requestedToCapacityRatio.shape: utilisations strictly increasing in 0..100, scores
+    0..10 (scaled to 0..100 here, as kube-scheduler does)."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("shape"), list) or not raw["shape"]:
+        raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: needs at least 1 point")
+    points: list[tuple[int, int]] = []
+    for i, p in enumerate(raw["shape"]):
+        where = f"scoringStrategy.requestedToCapacityRatio.shape[{i}]"
+        if not isinstance(p, Mapping):
+            raise ValueError(f"{where}: expected {{utilization, score}}")
+        util, score = p.get("utilization"), p.get("score")
+        if not isinstance(util, int) or not 0 <= util <= MAX_UTILIZATION:
+            raise ValueError(f"{where}.utilization: must be an integer in 0..100")
+        if not isinstance(score, int) or not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
+            raise ValueError(f"{where}.score: must be an integer in 0..10")
+        if points and util <= points[-1][0]:
+            raise ValueError(f"{where}.utilization: values must be strictly increasing")
+        points.append((util, score * (framework.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)))
+    return tuple(points)
