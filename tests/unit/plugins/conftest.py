@@ -1,32 +1,14 @@
-"""Builders for plugin unit tests: nodes, pods and a NodeTable holding them.
-
-Also registers `splitsched.core.plugins` without running its `__init__` when that fails to
-import (a sibling plugin module not written yet), so each plugin module can be tested alone.
-"""
+"""Builders for plugin unit tests: nodes, pods and a NodeTable holding them."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import IntArray, NodeTable
-
-try:
-    importlib.import_module("splitsched.core.plugins")
-except ImportError:  # pragma: no cover - only while sibling plugins are missing
-    sys.modules.pop("splitsched.core.plugins", None)
-    _dir = Path(__file__).resolve().parents[3] / "splitsched" / "core" / "plugins"
-    _spec = importlib.util.spec_from_loader("splitsched.core.plugins", loader=None)
-    assert _spec is not None
-    _pkg = importlib.util.module_from_spec(_spec)
-    _pkg.__path__ = [str(_dir)]
-    sys.modules["splitsched.core.plugins"] = _pkg
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 
 GI = 1024**3
 MI = 1024**2
@@ -83,7 +65,7 @@ def pod(
     *,
     containers: Iterable[models.Container] = (),
     init_containers: Iterable[models.Container] = (),
-    **kw: object,
+    **kw: Any,
 ) -> models.Pod:
     n = next(_counter)
     return models.Pod(
@@ -92,11 +74,11 @@ def pod(
         name=name or f"pod-{n}",
         containers=tuple(containers),
         init_containers=tuple(init_containers),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
-def req_pod(cpu: int = 0, memory: int = 0, **kw: object) -> models.Pod:
+def req_pod(cpu: int = 0, memory: int = 0, **kw: Any) -> models.Pod:
     """A one-container pod requesting cpu (millicores) and memory (bytes); zero omitted."""
     requests: dict[str, int] = {}
     if cpu:
@@ -126,3 +108,14 @@ def all_rows(table: NodeTable) -> IntArray:
 
 def fresh_state() -> framework.CycleState:
     return framework.CycleState()
+
+
+Assigned = Mapping[str, Iterable[models.Pod]] | None
+
+
+def bools(mask: BoolArray) -> list[bool]:
+    return [bool(x) for x in mask]
+
+
+def floats(values: FloatArray) -> list[float]:
+    return [float(x) for x in values]

@@ -11,8 +11,11 @@ from splitsched.core.plugins.resources_fit import NodeResourcesFit
 from tests.unit.plugins.conftest import (
     GI,
     MI,
+    Assigned,
     all_rows,
+    bools,
     container,
+    floats,
     fresh_state,
     node,
     pod,
@@ -24,14 +27,17 @@ GPU = "example.com/gpu"
 
 
 def run_filter(
-    plugin: NodeResourcesFit, p: models.Pod, table_nodes: list[models.Node], assigned=None
+    plugin: NodeResourcesFit,
+    p: models.Pod,
+    table_nodes: list[models.Node],
+    assigned: Assigned = None,
 ) -> tuple[list[bool], list[tuple[str, ...]]]:
     table = table_of(table_nodes, assigned)
     state = fresh_state()
     assert plugin.pre_filter(state, p, table).ok
     mask = plugin.filter(state, p, table)
     rejected = [i for i in range(table.n) if not mask[i]]
-    return mask.tolist(), plugin.failure_reasons(state, p, table, rejected)
+    return bools(mask), plugin.failure_reasons(state, p, table, rejected)
 
 
 def used(cpu: int = 0, memory: int = 0, extra: dict[str, int] | None = None) -> models.Pod:
@@ -212,12 +218,14 @@ def test_filter_covers_all_rows() -> None:
 # ---- score --------------------------------------------------------------------------------
 
 
-def score(plugin: NodeResourcesFit, p: models.Pod, nodes, assigned=None) -> list[float]:
+def score(
+    plugin: NodeResourcesFit, p: models.Pod, nodes: list[models.Node], assigned: Assigned = None
+) -> list[float]:
     table = table_of(nodes, assigned)
     state = fresh_state()
     rows = all_rows(table)
     assert plugin.pre_score(state, p, table, rows).ok
-    return plugin.normalize(state, p, plugin.score(state, p, table, rows)).tolist()
+    return floats(plugin.normalize(state, p, plugin.score(state, p, table, rows)))
 
 
 MOST = {"scoringStrategy": {"type": "MostAllocated"}}
