@@ -1,0 +1,448 @@
+"""The scheduler's state: the cluster view, the queue, decisions in flight, pod statuses.
+
+No I/O here: the service (`services.scheduler.main`) feeds watch events in, asks for the
+next decision, hands decisions to binders and feeds their outcomes back. Keeping this
+synchronous and single-threaded (one asyncio loop) is what makes assume/confirm safe:
+every mutation of the cache happens in one place, in order.
+
+Pod lifecycle, HiveD's states: WAITING (in the queue) -> BINDING (assumed, a binder has
+the decision) -> BOUND (the binder reported success or the watch shows the pod on its
+node). A bind failure forgets the assumption and requeues with backoff; a conflict
+requeues at once; a pod gone is dropped. An assumption is only released by an outcome or
+by the watch, never by a timer alone: a decision whose binder vanished is resolved when its
+deadline has passed AND the watch still shows the pod unbound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from splitsched.core import algorithm, framework, models
+from splitsched.core.cache import CacheError, PodState, SchedulerCache
+from splitsched.core.clock import Clock
+from splitsched.core.queue import QueuedPod, SchedulingQueue
+
+log = logging.getLogger(__name__)
+
+# How many per-node failure reasons a pod status keeps (Explain recomputes all of them).
+MAX_KEPT_NODE_REASONS = 20
+
+
+class Phase(enum.Enum):
+    WAITING = "Waiting"
+    PREEMPTING = "Preempting"
+    BINDING = "Binding"
+    BOUND = "Bound"
+
+
+class Outcome(enum.Enum):
+    BOUND = "Bound"
+    CONFLICT = "Conflict"
+    POD_GONE = "PodGone"
+    FAILED = "Failed"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+
+@dataclass
+class PodRecord:
+    """What the API reports about one pod."""
+
+    pod: models.Pod
+    phase: Phase = Phase.WAITING
+    node: str = ""
+    scheduling_attempts: int = 0
+    bind_attempts: int = 0
+    message: str = ""
+    failed_node_reasons: dict[str, str] = field(default_factory=dict)
+    first_seen: float = 0.0
+    last_attempt: float = 0.0
+    last_reported_unschedulable: float = -1e18
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A placement sent to a binder, awaiting its outcome."""
+
+    decision_id: str
+    pod: models.Pod
+    node: str
+    node_version: int
+    queued: QueuedPod
+    deadline: float
+    created: float
+    trace_context: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Unschedulable:
+    """The pod fits nowhere; `report` says whether to record a FailedScheduling event now
+    (rate limited per pod)."""
+
+    pod: models.Pod
+    message: str
+    report: bool
+
+
+@dataclass(frozen=True)
+class DecisionEvent:
+    """One entry of the WatchDecisions stream."""
+
+    kind: str  # SCHEDULED | UNSCHEDULABLE | BOUND | BIND_FAILED | CONFLICT | POD_GONE
+    pod: models.Pod
+    node: str
+    message: str
+    decision_id: str
+    at: float
+    binder_id: str = ""
+
+
+Listener = Callable[[DecisionEvent], None]
+
+
+class SchedulerState:
+    def __init__(
+        self,
+        *,
+        algo: algorithm.FrameworkAlgorithm,
+        queue: SchedulingQueue,
+        clock: Clock,
+        scheduler_id: str,
+        bind_timeout: float = 30.0,
+        unschedulable_report_interval: float = 30.0,
+    ) -> None:
+        self.algo = algo
+        self.queue = queue
+        self.clock = clock
+        self.scheduler_id = scheduler_id
+        self.bind_timeout = bind_timeout
+        self.unschedulable_report_interval = unschedulable_report_interval
+        self.records: dict[str, PodRecord] = {}
+        self.by_name: dict[tuple[str, str], str] = {}
+        self.decisions: dict[str, Decision] = {}
+        self.decision_of_pod: dict[str, str] = {}
+        self.node_versions: dict[str, int] = {}
+        self.synced = False
+        self.listeners: list[Listener] = []
+        self.recent_events: deque[DecisionEvent] = deque(maxlen=1000)
+        self._ids = itertools.count(1)
+        self.counters: dict[str, int] = {}
+
+    @property
+    def cache(self) -> SchedulerCache:
+        return self.algo.cache
+
+    def _count(self, key: str) -> None:
+        self.counters[key] = self.counters.get(key, 0) + 1
+
+    def _emit(self, event: DecisionEvent) -> None:
+        self.recent_events.append(event)
+        for listener in list(self.listeners):
+            listener(event)
+
+    def is_ours(self, pod: models.Pod) -> bool:
+        return pod.scheduler_name in self.algo.profiles
+
+    # ---- the view: watch events --------------------------------------------------------
+    def reset(self) -> None:
+        """A fresh snapshot is coming: forget the view but keep decisions in flight (their
+        outcomes still arrive) so their pods are assumed again when seen pending."""
+        self.synced = False
+        fresh_cache = SchedulerCache(clock=self.clock)
+        self.algo.cache = fresh_cache
+        self.queue = SchedulingQueue(
+            clock=self.clock,
+            initial_backoff=self.queue.initial_backoff,
+            max_backoff=self.queue.max_backoff,
+            max_unschedulable_duration=self.queue.max_unschedulable_duration,
+        )
+        self.records.clear()
+        self.by_name.clear()
+        self.node_versions.clear()
+
+    def mark_synced(self) -> None:
+        self.synced = True
+
+    def apply_node(self, kind: str, node: models.Node) -> None:
+        """kind: ADDED | MODIFIED | DELETED (snapshot items count as ADDED)."""
+        events: list[framework.ClusterEvent] = []
+        if kind == "DELETED":
+            if node.name in self.cache.table.row_of:
+                self.cache.remove_node(node.name)
+            self.node_versions.pop(node.name, None)
+            events.append(framework.ClusterEvent.NODE_DELETE)
+        else:
+            row = self.cache.table.row_of.get(node.name)
+            old = self.cache.table.nodes[row] if row is not None else None
+            self.cache.add_node(node)
+            self.node_versions[node.name] = self.node_versions.get(node.name, 0) + 1
+            if old is None:
+                events.append(framework.ClusterEvent.NODE_ADD)
+            else:
+                if old.allocatable != node.allocatable:
+                    events.append(framework.ClusterEvent.NODE_ALLOCATABLE)
+                if old.labels != node.labels:
+                    events.append(framework.ClusterEvent.NODE_LABEL)
+                if old.taints != node.taints:
+                    events.append(framework.ClusterEvent.NODE_TAINT)
+                if old.unschedulable != node.unschedulable:
+                    events.append(framework.ClusterEvent.NODE_SCHEDULABLE)
+        for event in events:
+            self.queue.on_event(event)
+
+    def _record(self, pod: models.Pod) -> PodRecord:
+        rec = self.records.get(pod.uid)
+        if rec is None:
+            rec = PodRecord(pod=pod, first_seen=self.clock.now())
+            self.records[pod.uid] = rec
+            self.by_name[(pod.namespace, pod.name)] = pod.uid
+        else:
+            rec.pod = pod
+        return rec
+
+    def _drop_record(self, uid: str) -> None:
+        rec = self.records.pop(uid, None)
+        if rec is not None and self.by_name.get((rec.pod.namespace, rec.pod.name)) == uid:
+            del self.by_name[(rec.pod.namespace, rec.pod.name)]
+
+    def apply_pod(self, kind: str, pod: models.Pod) -> None:
+        """kind: ADDED | MODIFIED | DELETED. Assigned pods feed the cache (confirming our
+        assumptions); pending pods of our profiles feed the queue."""
+        if kind == "DELETED" or pod.is_terminal:
+            self._pod_gone(pod)
+            return
+        if pod.node_name:
+            self._pod_assigned(pod)
+            return
+        if not self.is_ours(pod):
+            return
+        if pod.deleting:
+            self.queue.delete(pod.uid)
+            self._drop_record(pod.uid)
+            return
+        decision_id = self.decision_of_pod.get(pod.uid)
+        if decision_id is not None:
+            # Still pending in the API while a binder works on it (or after a resync):
+            # keep (or re-establish) the assumption; don't queue it twice.
+            decision = self.decisions[decision_id]
+            rec = self._record(pod)
+            rec.phase, rec.node = Phase.BINDING, decision.node
+            if pod.uid not in self.cache:
+                self.cache.assume(pod, decision.node)
+            return
+        if pod.uid in self.cache:
+            return  # assumed by us, outcome pending; the watch is just behind
+        rec = self._record(pod)
+        rec.phase = Phase.WAITING
+        if pod.uid in self.queue:
+            self.queue.update(pod)
+        else:
+            self.queue.add(pod)
+
+    def _pod_assigned(self, pod: models.Pod) -> None:
+        cached = self.cache.get(pod.uid)
+        was_new = cached is None or cached.state is PodState.ASSUMED
+        try:
+            self.cache.add_pod(pod)
+        except CacheError as exc:  # never expected; keep going with a loud log
+            log.error("cache rejected assigned pod %s: %s", pod.key, exc)
+            return
+        self.queue.delete(pod.uid)
+        decision_id = self.decision_of_pod.pop(pod.uid, None)
+        if decision_id is not None:
+            self.decisions.pop(decision_id, None)
+        if self.is_ours(pod) or pod.uid in self.records:
+            rec = self._record(pod)
+            if rec.phase is not Phase.BOUND:
+                rec.phase, rec.node = Phase.BOUND, pod.node_name
+        self.queue.on_event(
+            framework.ClusterEvent.ASSIGNED_POD_ADD
+            if was_new
+            else framework.ClusterEvent.ASSIGNED_POD_UPDATE
+        )
+
+    def _pod_gone(self, pod: models.Pod) -> None:
+        self.queue.delete(pod.uid)
+        freed = False
+        if pod.uid in self.cache:
+            self.cache.remove_pod(pod.uid)
+            freed = True
+        decision_id = self.decision_of_pod.pop(pod.uid, None)
+        if decision_id is not None:
+            self.decisions.pop(decision_id, None)
+        self._drop_record(pod.uid)
+        if freed:
+            self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
+
+    # ---- the scheduling cycle ----------------------------------------------------------
+    def schedule_one(self) -> Decision | Unschedulable | None:
+        """Pop the next pod and decide. A bind decision is already assumed in the cache
+        when returned; the caller must send it to a binder."""
+        qp = self.queue.pop()
+        if qp is None:
+            return None
+        pod = qp.pod
+        now = self.clock.now()
+        rec = self._record(pod)
+        rec.scheduling_attempts += 1
+        rec.last_attempt = now
+        result = self.algo.schedule(pod)
+        if result.bind is not None:
+            status = self.algo.assume(pod, result.bind.node, result.state)
+            if status.ok:
+                self.queue.done(pod.uid)
+                decision = Decision(
+                    decision_id=f"{self.scheduler_id}-{next(self._ids)}",
+                    pod=pod,
+                    node=result.bind.node,
+                    node_version=self.node_versions.get(result.bind.node, 0),
+                    queued=qp,
+                    deadline=now + self.bind_timeout,
+                    created=now,
+                )
+                self.decisions[decision.decision_id] = decision
+                self.decision_of_pod[pod.uid] = decision.decision_id
+                rec.phase, rec.node, rec.message = Phase.BINDING, decision.node, ""
+                rec.failed_node_reasons = {}
+                self._count("scheduled")
+                self._emit(
+                    DecisionEvent("SCHEDULED", pod, decision.node, "", decision.decision_id, now)
+                )
+                return decision
+            message = "; ".join(status.reasons) or f"rejected by {status.plugin}"
+            self.queue.add_backoff(qp)
+            return self._unschedulable(rec, message, {}, now)
+        wait = result.wait if result.wait is not None else result.preempt.wait  # type: ignore[union-attr]
+        profile = self.algo.profile_for(pod)
+        events = (
+            profile.events_for(set(wait.failed_plugins))
+            if profile is not None and wait.failed_plugins
+            else framework.ALL_EVENTS
+        )
+        self.queue.add_unschedulable(qp, plugins=wait.failed_plugins, events=events)
+        kept = dict(itertools.islice(wait.failed_node_reasons.items(), MAX_KEPT_NODE_REASONS))
+        return self._unschedulable(rec, wait.summary, kept, now)
+
+    def _unschedulable(
+        self, rec: PodRecord, message: str, reasons: dict[str, str], now: float
+    ) -> Unschedulable:
+        report = (
+            now - rec.last_reported_unschedulable >= self.unschedulable_report_interval
+            or message != rec.message
+        )
+        rec.phase, rec.node, rec.message = Phase.WAITING, "", message
+        rec.failed_node_reasons = reasons
+        if report:
+            rec.last_reported_unschedulable = now
+        self._count("unschedulable")
+        self._emit(DecisionEvent("UNSCHEDULABLE", rec.pod, "", message, "", now))
+        return Unschedulable(rec.pod, message, report)
+
+    # ---- outcomes ----------------------------------------------------------------------
+    def refused(self, decision: Decision, reason: str) -> None:
+        """A binder would not take the decision (or could not be reached): undo, retry."""
+        self._release(decision, requeue="backoff", message=f"binder refused: {reason}")
+
+    def on_outcome(
+        self,
+        *,
+        decision_id: str,
+        result: Outcome,
+        message: str = "",
+        attempts: int = 0,
+        binder_id: str = "",
+    ) -> bool:
+        """Apply a binder's report. Idempotent: an unknown or already resolved decision is
+        ignored (returns False)."""
+        decision = self.decisions.get(decision_id)
+        if decision is None:
+            return False
+        now = self.clock.now()
+        uid = decision.pod.uid
+        rec = self.records.get(uid)
+        if rec is not None:
+            rec.bind_attempts += attempts
+        if result is Outcome.BOUND:
+            self.cache.finish_binding(uid)
+            del self.decisions[decision_id]
+            self.decision_of_pod.pop(uid, None)
+            if rec is not None:
+                rec.phase, rec.node = Phase.BOUND, decision.node
+            self._count("bound")
+            self._emit(
+                DecisionEvent("BOUND", decision.pod, decision.node, "", decision_id, now, binder_id)
+            )
+            return True
+        kind = {
+            Outcome.CONFLICT: "CONFLICT",
+            Outcome.POD_GONE: "POD_GONE",
+        }.get(result, "BIND_FAILED")
+        self._emit(
+            DecisionEvent(kind, decision.pod, decision.node, message, decision_id, now, binder_id)
+        )
+        if result is Outcome.POD_GONE:
+            self._release(decision, requeue=None, message=message)
+        elif result is Outcome.CONFLICT:
+            self._release(decision, requeue="now", message=message)
+        else:
+            self._release(decision, requeue="backoff", message=message)
+        return True
+
+    def _release(self, decision: Decision, *, requeue: str | None, message: str) -> None:
+        uid = decision.pod.uid
+        self.decisions.pop(decision.decision_id, None)
+        self.decision_of_pod.pop(uid, None)
+        cached = self.cache.get(uid)
+        if cached is not None and cached.state is PodState.ASSUMED:
+            self.cache.forget(uid)
+            self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
+        elif cached is not None:
+            return  # the watch already shows it bound: nothing to release
+        rec = self.records.get(uid)
+        if requeue is None:
+            self._drop_record(uid)
+            return
+        if rec is not None:
+            rec.phase, rec.node, rec.message = Phase.WAITING, "", message
+        pod = rec.pod if rec is not None else decision.pod
+        self._count(f"requeue_{requeue}")
+        if requeue == "now":
+            self.queue.add(pod)
+        else:
+            self.queue.add_backoff(dataclasses.replace(decision.queued, pod=pod))
+
+    def overdue_decisions(self) -> list[Decision]:
+        """Decisions past their deadline with no outcome. The watch decides: a pod the
+        watch shows bound was confirmed already (removed in `_pod_assigned`); what is left
+        is still unbound in the API after the deadline, so it is safe to forget."""
+        now = self.clock.now()
+        return [d for d in self.decisions.values() if d.deadline < now]
+
+    def expire_overdue(self) -> int:
+        overdue = self.overdue_decisions()
+        for decision in overdue:
+            self._emit(
+                DecisionEvent(
+                    "BIND_FAILED",
+                    decision.pod,
+                    decision.node,
+                    "no outcome before the bind deadline; the watch shows the pod unbound",
+                    decision.decision_id,
+                    self.clock.now(),
+                )
+            )
+            self._release(decision, requeue="backoff", message="bind deadline passed")
+        return len(overdue)
+
+    # ---- queries -----------------------------------------------------------------------
+    def find(self, namespace: str, name: str) -> PodRecord | None:
+        uid = self.by_name.get((namespace, name))
+        return self.records.get(uid) if uid is not None else None
+
+    def iter_records(self) -> Iterator[PodRecord]:
+        return iter(list(self.records.values()))

@@ -1,0 +1,486 @@
+"""The scheduling algorithm: one pod through the framework against the cache's node table.
+
+Implements HiveD's SchedulerAlgorithm contract (`seeds/000`): `schedule(pod,
+suggested_nodes)` returns exactly one of bind info (a node), preempt info (victims) or
+wait info (why, per node); nodes and allocated pods are tracked through
+add/update/delete calls. Used by the scheduler service's loop, by `splitsched simulate`
+offline, and by the Explain/Simulate API. Pure: no I/O, randomness from an injected RNG.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from splitsched.core import framework, models
+from splitsched.core.cache import SchedulerCache
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+
+# Pseudo-plugin names for rejections that happen before any plugin runs.
+NO_PROFILE = "SchedulerProfile"
+INVALID_POD = "PodValidation"
+NO_NODES = "NoNodes"
+
+
+@dataclass(frozen=True, slots=True)
+class BindInfo:
+    node: str
+    score: float
+    feasible_nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptInfo:
+    """Evict these victims so the pod fits on `node` (HiveD's PodPreemptInfo)."""
+
+    node: str
+    victims: tuple[models.Pod, ...]
+    wait: WaitInfo
+
+
+@dataclass(frozen=True, slots=True)
+class WaitInfo:
+    """Why the pod fits nowhere (HiveD's PodWaitInfo). `failed_plugins` drives requeueing:
+    only cluster events those plugins care about can make the pod fit."""
+
+    summary: str
+    reason_counts: Mapping[str, int]
+    failed_plugins: frozenset[str]
+    failed_node_reasons: Mapping[str, str] = field(default_factory=dict)
+    total_nodes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    """Exactly one of bind, preempt, wait is set."""
+
+    bind: BindInfo | None = None
+    preempt: PreemptInfo | None = None
+    wait: WaitInfo | None = None
+    state: framework.CycleState | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.bind, self.preempt, self.wait)) != 1:
+            raise ValueError("ScheduleResult needs exactly one of bind, preempt, wait")
+
+
+class SchedulerAlgorithm(Protocol):
+    """HiveD's algorithm contract, as this project uses it."""
+
+    def schedule(
+        self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
+    ) -> ScheduleResult: ...
+
+    def add_node(self, node: models.Node) -> None: ...
+
+    def update_node(self, node: models.Node) -> None: ...
+
+    def delete_node(self, name: str) -> None: ...
+
+    def add_allocated_pod(self, pod: models.Pod) -> None: ...
+
+    def delete_allocated_pod(self, uid: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PluginRejections:
+    plugin: str
+    rows: IntArray
+    reasons: list[tuple[str, ...]]
+    resolvable_by_preemption: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Every filter plugin's verdict on every node (not just the first rejection)."""
+
+    pod: models.Pod
+    total_nodes: int
+    feasible: IntArray
+    rejections: list[PluginRejections]
+    summary: str
+    preemption_might_help: bool
+    pod_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredNodes:
+    rows: IntArray
+    total: FloatArray
+    per_plugin: Mapping[str, FloatArray]
+
+
+def format_summary(total: int, counts: Mapping[str, int]) -> str:
+    """kube-scheduler's FitError message: "0/5 nodes are available: 2 Insufficient cpu, 3
+    node(s) had untolerated taint {gpu: true}." (reasons sorted as it sorts them)."""
+    parts = sorted(f"{n} {reason}" for reason, n in counts.items())
+    if not parts:
+        return f"0/{total} nodes are available."
+    return f"0/{total} nodes are available: {', '.join(parts)}."
+
+
+class FrameworkAlgorithm:
+    """Runs a profile's plugins over the whole node table at once."""
+
+    def __init__(
+        self,
+        *,
+        cache: SchedulerCache,
+        profiles: Mapping[str, framework.Profile],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cache = cache
+        self.profiles = dict(profiles)
+        self.rng = rng or random.Random(0)
+
+    @property
+    def table(self) -> NodeTable:
+        return self.cache.table
+
+    # ---- HiveD's tracking calls --------------------------------------------------------
+    def add_node(self, node: models.Node) -> None:
+        self.cache.add_node(node)
+
+    def update_node(self, node: models.Node) -> None:
+        self.cache.update_node(node)
+
+    def delete_node(self, name: str) -> None:
+        self.cache.remove_node(name)
+
+    def add_allocated_pod(self, pod: models.Pod) -> None:
+        self.cache.add_pod(pod)
+
+    def delete_allocated_pod(self, uid: str) -> None:
+        self.cache.remove_pod(uid)
+
+    # ---- the cycle ---------------------------------------------------------------------
+    def profile_for(self, pod: models.Pod) -> framework.Profile | None:
+        return self.profiles.get(pod.scheduler_name)
+
+    def _reject_all(self, plugin: str, reasons: Sequence[str]) -> WaitInfo:
+        n = self.table.n
+        counts = {r: n for r in reasons} if n else {}
+        summary = format_summary(n, counts)
+        if n == 0 or plugin in (INVALID_POD, NO_PROFILE):
+            summary = f"{summary[:-1]}: {'; '.join(reasons)}." if n == 0 else summary
+        return WaitInfo(
+            summary=summary,
+            reason_counts=counts,
+            failed_plugins=frozenset({plugin}),
+            failed_node_reasons={name: "; ".join(reasons) for name in self.table.names},
+            total_nodes=n,
+        )
+
+    def _pre_filter(
+        self, profile: framework.Profile, state: framework.CycleState, pod: models.Pod
+    ) -> WaitInfo | None:
+        for p in profile.pre_filter:
+            status = p.pre_filter(state, pod, self.table)
+            if status.code is framework.Code.SKIP:
+                state.skip_filter.add(p.name)
+            elif not status.ok:
+                return self._reject_all(p.name, status.reasons or (f"rejected by {p.name}",))
+        return None
+
+    def _filter(
+        self,
+        profile: framework.Profile,
+        state: framework.CycleState,
+        pod: models.Pod,
+        suggested: BoolArray | None,
+    ) -> tuple[BoolArray, IntArray]:
+        """The feasible mask and, per row, the index of the first filter that rejected it
+        (-1 where feasible; len(profile.filter) where only `suggested` excluded it)."""
+        n = self.table.n
+        mask = np.ones(n, dtype=np.bool_) if suggested is None else suggested.copy()
+        rejected_by = np.full(n, -1, dtype=np.int64)
+        if suggested is not None:
+            rejected_by[~suggested] = len(profile.filter)
+        for i, plugin in enumerate(profile.filter):
+            if plugin.name in state.skip_filter:
+                continue
+            fits = plugin.filter(state, pod, self.table)
+            newly = mask & ~fits
+            if newly.any():
+                rejected_by[newly] = i
+                mask &= fits
+                if not mask.any():
+                    break
+        return mask, rejected_by
+
+    def _wait_from_rejections(
+        self,
+        profile: framework.Profile,
+        state: framework.CycleState,
+        pod: models.Pod,
+        rejected_by: IntArray,
+    ) -> WaitInfo:
+        counts: Counter[str] = Counter()
+        node_reasons: dict[str, str] = {}
+        failed: set[str] = set()
+        names = self.table.names
+        for i, plugin in enumerate(profile.filter):
+            rows = np.flatnonzero(rejected_by == i)
+            if rows.size == 0:
+                continue
+            failed.add(plugin.name)
+            reasons = plugin.failure_reasons(state, pod, self.table, rows.tolist())
+            for row, rs in zip(rows.tolist(), reasons, strict=True):
+                counts.update(rs)
+                node_reasons[names[row]] = "; ".join(rs)
+        outside = np.flatnonzero(rejected_by == len(profile.filter))
+        if outside.size:
+            counts["node(s) were not among the suggested nodes"] += int(outside.size)
+            for row in outside.tolist():
+                node_reasons[names[row]] = "not among the suggested nodes"
+        return WaitInfo(
+            summary=format_summary(self.table.n, counts),
+            reason_counts=dict(counts),
+            failed_plugins=frozenset(failed),
+            failed_node_reasons=node_reasons,
+            total_nodes=self.table.n,
+        )
+
+    def score(
+        self,
+        profile: framework.Profile,
+        state: framework.CycleState,
+        pod: models.Pod,
+        rows: IntArray,
+    ) -> ScoredNodes:
+        """Weighted, normalised scores of the feasible rows."""
+        total = np.zeros(rows.size, dtype=np.float64)
+        per_plugin: dict[str, FloatArray] = {}
+        for pre in profile.pre_score:
+            status = pre.pre_score(state, pod, self.table, rows)
+            if status.code is framework.Code.SKIP:
+                state.skip_score.add(pre.name)
+        for entry in profile.score:
+            plugin = entry.plugin
+            if plugin.name in state.skip_score:
+                continue
+            raw = plugin.score(state, pod, self.table, rows)
+            normalised = plugin.normalize(state, pod, np.asarray(raw, dtype=np.float64))
+            per_plugin[plugin.name] = normalised
+            total += entry.weight * normalised
+        return ScoredNodes(rows=rows, total=total, per_plugin=per_plugin)
+
+    def _select(self, scored: ScoredNodes) -> int:
+        best = np.flatnonzero(scored.total >= scored.total.max() - 1e-9)
+        if best.size == 1:
+            return int(best[0])
+        return int(best[self.rng.randrange(best.size)])
+
+    def _suggested_mask(self, suggested_nodes: Sequence[str] | None) -> BoolArray | None:
+        if suggested_nodes is None:
+            return None
+        mask = np.zeros(self.table.n, dtype=np.bool_)
+        for name in suggested_nodes:
+            row = self.table.row_of.get(name)
+            if row is not None:
+                mask[row] = True
+        return mask
+
+    def schedule(
+        self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
+    ) -> ScheduleResult:
+        """One scheduling cycle without side effects on the cache (see `assume`)."""
+        state = framework.CycleState()
+        profile = self.profile_for(pod)
+        if profile is None:
+            reason = f"no scheduler profile named {pod.scheduler_name!r}"
+            return ScheduleResult(wait=self._reject_all(NO_PROFILE, (reason,)), state=state)
+        if pod.invalid_reason:
+            reason = f"pod is invalid: {pod.invalid_reason}"
+            return ScheduleResult(wait=self._reject_all(INVALID_POD, (reason,)), state=state)
+        if self.table.n == 0:
+            return ScheduleResult(wait=self._reject_all(NO_NODES, ()), state=state)
+        rejected = self._pre_filter(profile, state, pod)
+        if rejected is not None:
+            return ScheduleResult(wait=rejected, state=state)
+        mask, rejected_by = self._filter(
+            profile, state, pod, self._suggested_mask(suggested_nodes)
+        )
+        feasible = np.flatnonzero(mask)
+        if feasible.size == 0:
+            wait = self._wait_from_rejections(profile, state, pod, rejected_by)
+            by_row = {
+                int(r): profile.filter[int(i)].name
+                for r, i in enumerate(rejected_by.tolist())
+                if 0 <= i < len(profile.filter)
+            }
+            for post in profile.post_filter:
+                nominated = post.post_filter(state, pod, self.table, by_row)
+                if nominated is not None:
+                    return ScheduleResult(
+                        preempt=PreemptInfo(nominated.node, nominated.victims, wait),
+                        state=state,
+                    )
+            return ScheduleResult(wait=wait, state=state)
+        if feasible.size == 1:
+            node = self.table.names[int(feasible[0])]
+            return ScheduleResult(bind=BindInfo(node, 0.0, 1), state=state)
+        scored = self.score(profile, state, pod, feasible)
+        pick = self._select(scored)
+        node = self.table.names[int(feasible[pick])]
+        return ScheduleResult(
+            bind=BindInfo(node, float(scored.total[pick]), int(feasible.size)), state=state
+        )
+
+    def scored_nodes(self, profile: framework.Profile, pod: models.Pod) -> ScoredNodes | None:
+        """Scores of every feasible node (for Simulate's top nodes); None if none fits."""
+        state = framework.CycleState()
+        if self._pre_filter(profile, state, pod) is not None:
+            return None
+        mask, _ = self._filter(profile, state, pod, None)
+        rows = np.flatnonzero(mask)
+        return self.score(profile, state, pod, rows) if rows.size else None
+
+    # ---- committing a decision ---------------------------------------------------------
+    def assume(
+        self, pod: models.Pod, node: str, state: framework.CycleState | None = None
+    ) -> framework.Status:
+        """Assume the pod on the node in the cache, then run Reserve and Permit. On any
+        rejection everything is undone and the status says why. WAIT from Permit leaves
+        the pod assumed (the caller holds it until allowed)."""
+        state = state or framework.CycleState()
+        profile = self.profile_for(pod)
+        self.cache.assume(pod, node)
+        if profile is None:
+            return framework.Status.success()
+        reserved: list[framework.ReservePlugin] = []
+        for plugin in profile.reserve:
+            status = plugin.reserve(state, pod, node)
+            if not status.ok:
+                for done in reversed(reserved):
+                    done.unreserve(state, pod, node)
+                self.cache.forget(pod.uid)
+                return status
+            reserved.append(plugin)
+        for permit in profile.permit:
+            status = permit.permit(state, pod, node)
+            if status.code is framework.Code.WAIT:
+                return status
+            if not status.ok:
+                for done in reversed(reserved):
+                    done.unreserve(state, pod, node)
+                self.cache.forget(pod.uid)
+                return status
+        return framework.Status.success()
+
+    # ---- explain and what-if -----------------------------------------------------------
+    def explain(self, pod: models.Pod) -> Explanation:
+        """Run every filter on every node and keep all rejections (an Explain call)."""
+        table = self.table
+        n = table.n
+        state = framework.CycleState()
+        profile = self.profile_for(pod)
+        if profile is None or pod.invalid_reason:
+            error = (
+                f"pod is invalid: {pod.invalid_reason}"
+                if pod.invalid_reason
+                else f"no scheduler profile named {pod.scheduler_name!r}"
+            )
+            return Explanation(
+                pod, n, np.zeros(0, dtype=np.int64), [], error, False, pod_error=error
+            )
+        rejections: list[PluginRejections] = []
+        mask = np.ones(n, dtype=np.bool_)
+        for pre in profile.pre_filter:
+            status = pre.pre_filter(state, pod, table)
+            if status.code is framework.Code.SKIP:
+                state.skip_filter.add(pre.name)
+            elif not status.ok:
+                rows = np.arange(n, dtype=np.int64)
+                reasons = [status.reasons or (f"rejected by {pre.name}",)] * n
+                rejections.append(PluginRejections(pre.name, rows, reasons, False))
+                mask[:] = False
+        first_counts: Counter[str] = Counter()
+        first_seen = np.zeros(n, dtype=np.bool_)
+        if not rejections:
+            for plugin in profile.filter:
+                if plugin.name in state.skip_filter:
+                    continue
+                fits = plugin.filter(state, pod, table)
+                rows = np.flatnonzero(~fits)
+                if rows.size == 0:
+                    continue
+                reasons = plugin.failure_reasons(state, pod, table, rows.tolist())
+                rejections.append(
+                    PluginRejections(plugin.name, rows, reasons, plugin.resolvable_by_preemption)
+                )
+                for row, rs in zip(rows.tolist(), reasons, strict=True):
+                    if not first_seen[row]:
+                        first_counts.update(rs)
+                        first_seen[row] = True
+                mask &= fits
+        else:
+            first_counts.update({r: n for r in rejections[0].reasons[0]} if n else {})
+        feasible = np.flatnonzero(mask)
+        unresolvable = np.zeros(n, dtype=np.bool_)
+        for rej in rejections:
+            if not rej.resolvable_by_preemption:
+                unresolvable[rej.rows] = True
+        might_help = (
+            feasible.size == 0
+            and pod.preemption_policy != "Never"
+            and bool((~unresolvable).any())
+            and any(
+                any(p.priority < pod.priority for p in table.pods[row].values())
+                for row in np.flatnonzero(~unresolvable).tolist()
+            )
+        )
+        summary = (
+            f"{feasible.size}/{n} nodes are available."
+            if feasible.size
+            else format_summary(n, first_counts)
+        )
+        return Explanation(pod, n, feasible, rejections, summary, might_help)
+
+    def simulate(
+        self, pods: Iterable[models.Pod], *, gang: bool = False
+    ) -> list[tuple[models.Pod, ScheduleResult, ScoredNodes | None]]:
+        """Place pods one after another as the scheduler would, each seeing the ones before
+        it, then undo every assumption: the cache is left exactly as it was. With `gang`,
+        a pod that fits nowhere makes the whole group unplaced."""
+        results: list[tuple[models.Pod, ScheduleResult, ScoredNodes | None]] = []
+        assumed: list[str] = []
+        saved_rng = self.rng.getstate()
+        try:
+            for pod in pods:
+                result = self.schedule(pod)
+                scored: ScoredNodes | None = None
+                profile = self.profile_for(pod)
+                if result.bind is not None and profile is not None:
+                    scored = self.scored_nodes(profile, pod)
+                    self.cache.assume(pod, result.bind.node)
+                    assumed.append(pod.uid)
+                results.append((pod, result, scored))
+        finally:
+            for uid in reversed(assumed):
+                self.cache.forget(uid)
+            self.rng.setstate(saved_rng)
+        if gang and any(r.bind is None for _, r, _ in results):
+            return [
+                (
+                    pod,
+                    r
+                    if r.bind is None
+                    else ScheduleResult(
+                        wait=WaitInfo(
+                            summary="the gang does not fit as a whole",
+                            reason_counts={},
+                            failed_plugins=frozenset({"Gang"}),
+                            total_nodes=self.table.n,
+                        )
+                    ),
+                    s,
+                )
+                for pod, r, s in results
+            ]
+        return results
