@@ -1,0 +1,44 @@
+"""The binder's Prometheus metrics, on a per-process registry.
+
+Created by ``services.binder.main`` (served on ``/metrics``) and passed to the worker pool
+and the outcome reporter, which update them; tests create their own instance.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class BinderMetrics:
+    """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.binding_attempts = Counter(
+            "splitsched_binder_binding_attempts_total",
+            "Binding API calls by HTTP status code ('error' for network errors).",
+            ["code"],
+            registry=self.registry,
+        )
+        self.outcomes = Counter(
+            "splitsched_binder_outcomes_total",
+            "Binding outcomes by result.",
+            ["result"],
+            registry=self.registry,
+        )
+        self.bind_duration = Histogram(
+            "splitsched_binder_bind_duration_seconds",
+            "From accepting a decision to its outcome, retries included.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.inflight = Gauge(
+            "splitsched_binder_inflight",
+            "Decisions accepted and not finished (queued or binding).",
+            registry=self.registry,
+        )
+        self.report_backlog = Gauge(
+            "splitsched_binder_report_backlog",
+            "Outcomes not yet acknowledged by the scheduler.",
+            registry=self.registry,
+        )

@@ -1,0 +1,174 @@
+"""Delivers binding outcomes to ``Scheduler.ReportBindingOutcome`` in batches.
+
+Used by ``services.binder.worker`` (``put`` after every decision) and
+``services.binder.main`` (``flush`` at shutdown). Outcomes stay in a bounded buffer until
+the scheduler acknowledges them: while it is unreachable they accumulate (workers block
+when the buffer is full -- nothing is ever dropped) and the batch is retried with
+exponential backoff and full jitter; when it is back, everything unacknowledged is sent
+again in order. The scheduler treats reports idempotently, so a batch whose
+acknowledgement was lost is simply sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+from collections import deque
+from collections.abc import Callable
+
+import grpc
+
+from services.binder.metrics import BinderMetrics
+from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+log = logging.getLogger(__name__)
+
+#: gRPC channel options: reconnect quickly once the scheduler is back (gRPC's defaults
+#: back off up to two minutes) and allow large batches.
+CHANNEL_OPTIONS: list[tuple[str, int]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 2000),
+    ("grpc.max_send_message_length", 8 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 8 * 1024 * 1024),
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+]
+
+
+def default_channel(target: str) -> grpc.aio.Channel:
+    """An insecure channel to the scheduler with fast reconnects."""
+    return grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+
+
+class OutcomeReporter:
+    """A bounded, ordered buffer of outcomes and the task that delivers it."""
+
+    def __init__(
+        self,
+        *,
+        target: str,
+        binder_id: str,
+        metrics: BinderMetrics,
+        max_buffer: int = 100_000,
+        batch_size: int = 200,
+        flush_interval: float = 0.02,
+        rpc_timeout: float = 5.0,
+        backoff_base: float = 0.1,
+        backoff_cap: float = 5.0,
+        channel_factory: Callable[[str], grpc.aio.Channel] = default_channel,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._target = target
+        self._binder_id = binder_id
+        self._metrics = metrics
+        self._max_buffer = max(1, max_buffer)
+        self._batch_size = max(1, batch_size)
+        self._flush_interval = flush_interval
+        self._rpc_timeout = rpc_timeout
+        self._backoff_base = backoff_base
+        self._backoff_cap = backoff_cap
+        self._channel_factory = channel_factory
+        self._rng = rng or random.Random()
+        self._buffer: deque[scheduler_pb2.BindingOutcome] = deque()
+        self._cond = asyncio.Condition()
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: scheduler_pb2_grpc.SchedulerAsyncStub | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._failures = 0
+        #: Count of outcomes the scheduler acknowledged (for tests and logs).
+        self.delivered = 0
+
+    @property
+    def backlog(self) -> int:
+        return len(self._buffer)
+
+    @property
+    def connected(self) -> bool:
+        """False after a failed delivery until the next one succeeds."""
+        return self._failures == 0
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._channel = self._channel_factory(self._target)
+            self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
+            self._task = asyncio.create_task(self._run(), name="outcome-reporter")
+
+    async def put(self, outcome: scheduler_pb2.BindingOutcome) -> None:
+        """Queue one outcome; waits while the buffer is full (back-pressure on workers)."""
+        async with self._cond:
+            await self._cond.wait_for(lambda: len(self._buffer) < self._max_buffer)
+            self._buffer.append(outcome)
+            self._metrics.report_backlog.set(len(self._buffer))
+            self._cond.notify_all()
+
+    async def flush(self, within: float) -> bool:
+        """Wait until every queued outcome is acknowledged; False on timeout."""
+        try:
+            async with asyncio.timeout(within), self._cond:
+                await self._cond.wait_for(lambda: not self._buffer)
+        except TimeoutError:
+            return False
+        return True
+
+    async def close(self) -> None:
+        """Stop delivering (call ``flush`` first to deliver what is queued)."""
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._channel is not None:
+            await self._channel.close()
+            self._channel = None
+
+    def _backoff(self) -> float:
+        ceiling = min(self._backoff_cap, self._backoff_base * (2 ** min(self._failures - 1, 30)))
+        return self._rng.uniform(0.0, ceiling)
+
+    async def _run(self) -> None:
+        while not self._closing:
+            async with self._cond:
+                await self._cond.wait_for(lambda: bool(self._buffer))
+            if len(self._buffer) < self._batch_size and self._flush_interval > 0:
+                # Let a batch accumulate (a no-op delay for a full batch).
+                await asyncio.sleep(self._flush_interval)
+            batch = list(itertools.islice(self._buffer, self._batch_size))
+            request = scheduler_pb2.ReportBindingOutcomeRequest(
+                outcomes=batch, binder_id=self._binder_id
+            )
+            assert self._stub is not None
+            try:
+                await self._stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
+            except grpc.aio.AioRpcError as exc:
+                self._failures += 1
+                delay = self._backoff()
+                if self._failures == 1 or self._failures % 20 == 0:
+                    log.warning(
+                        "cannot report %d outcomes to the scheduler at %s (%s: %s); "
+                        "%d buffered, retrying in %.2fs",
+                        len(batch), self._target, exc.code().name, exc.details(),
+                        len(self._buffer), delay,
+                    )  # fmt: skip
+                await asyncio.sleep(delay)
+                continue
+            if self._failures:
+                log.info(
+                    "scheduler at %s reachable again after %d failed deliveries; "
+                    "re-sending %d unacknowledged outcomes",
+                    self._target, self._failures, len(self._buffer),
+                )  # fmt: skip
+                self._failures = 0
+            async with self._cond:
+                # Only this task removes items, and new ones are appended at the right,
+                # so the batch is exactly the leftmost len(batch) items.
+                for _ in batch:
+                    self._buffer.popleft()
+                self.delivered += len(batch)
+                self._metrics.report_backlog.set(len(self._buffer))
+                self._cond.notify_all()

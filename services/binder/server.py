@@ -1,0 +1,120 @@
+"""The ``splitsched.v1.Binder`` gRPC servicer: validates requests and hands them to the pool.
+
+Registered by ``services.binder.main`` on the runtime's gRPC server. Every RPC answers at
+once: a refused request gets ``accepted=false`` and a reason (never a gRPC error), the work
+itself happens in ``services.binder.worker.BindingPool``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+
+from services.binder.worker import BindingPool, BindJob
+from splitsched.v1 import binder_pb2, binder_pb2_grpc
+
+DEFAULT_MAX_ATTEMPTS = 5
+MAX_ATTEMPTS_CAP = 20
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
+    """Why a BindRequest cannot be accepted, or None when it is well formed."""
+    if not request.decision_id:
+        return "invalid request: decision_id is empty"
+    missing = [
+        field
+        for field, value in (
+            ("pod.namespace", request.pod.namespace),
+            ("pod.name", request.pod.name),
+            ("pod.uid", request.pod.uid),
+            ("node", request.node),
+        )
+        if not value
+    ]
+    if missing:
+        return f"invalid request: {', '.join(missing)} empty"
+    if not request.HasField("deadline"):
+        return "invalid request: deadline is required"
+    deadline = request.deadline.seconds + request.deadline.nanos / 1e9
+    if deadline <= now:
+        return f"invalid request: deadline is {now - deadline:.3f}s in the past"
+    return None
+
+
+def job_from_request(request: binder_pb2.BindRequest) -> BindJob:
+    """The pool's job for a validated request (max_attempts defaulted and capped)."""
+    attempts = request.max_attempts or DEFAULT_MAX_ATTEMPTS
+    return BindJob(
+        decision_id=request.decision_id,
+        namespace=request.pod.namespace,
+        name=request.pod.name,
+        uid=request.pod.uid,
+        node=request.node,
+        deadline=request.deadline.seconds + request.deadline.nanos / 1e9,
+        max_attempts=min(attempts, MAX_ATTEMPTS_CAP),
+        node_version=request.node_version,
+        profile=request.profile,
+        trace_context=dict(request.trace_context),
+    )
+
+
+class BinderServicer(binder_pb2_grpc.BinderServicer):
+    """Bind, BindBatch, ReportUnschedulable and (not yet) Preempt."""
+
+    def __init__(self, pool: BindingPool, *, clock: Callable[[], float] = time.time) -> None:
+        self._pool = pool
+        self._clock = clock
+
+    def _bind_one(self, request: binder_pb2.BindRequest) -> binder_pb2.BindResponse:
+        reason = validate_bind(request, now=self._clock())
+        if reason is None:
+            reason = self._pool.submit(job_from_request(request))
+        return binder_pb2.BindResponse(
+            decision_id=request.decision_id, accepted=reason is None, reason=reason or ""
+        )
+
+    async def Bind(
+        self, request: binder_pb2.BindRequest, context: Context
+    ) -> binder_pb2.BindResponse:
+        return self._bind_one(request)
+
+    async def BindBatch(
+        self, request: binder_pb2.BindBatchRequest, context: Context
+    ) -> binder_pb2.BindBatchResponse:
+        return binder_pb2.BindBatchResponse(responses=[self._bind_one(r) for r in request.requests])
+
+    async def ReportUnschedulable(
+        self, request: binder_pb2.UnschedulableReport, context: Context
+    ) -> binder_pb2.BinderAck:
+        if not request.pod.namespace or not request.pod.name:
+            return binder_pb2.BinderAck(
+                accepted=False, reason="invalid request: pod.namespace and pod.name are required"
+            )
+        reason = self._pool.report_unschedulable(
+            namespace=request.pod.namespace,
+            name=request.pod.name,
+            uid=request.pod.uid,
+            message=request.message,
+            reason=request.reason,
+            profile=request.profile,
+        )
+        return binder_pb2.BinderAck(accepted=reason is None, reason=reason or "")
+
+    async def Preempt(
+        self, request: binder_pb2.PreemptRequest, context: Context
+    ) -> binder_pb2.BinderAck:
+        if not request.decision_id:
+            return binder_pb2.BinderAck(
+                accepted=False, reason="invalid request: decision_id is empty"
+            )
+        if not request.preemptor.namespace or not request.preemptor.name or not request.node:
+            return binder_pb2.BinderAck(
+                accepted=False,
+                reason="invalid request: preemptor.namespace, preemptor.name and node are required",
+            )
+        return binder_pb2.BinderAck(accepted=False, reason="preemption not implemented yet")

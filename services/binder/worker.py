@@ -1,0 +1,488 @@
+"""The binder's work: a bounded queue of decisions and a pool of asyncio workers binding them.
+
+``services.binder.server`` submits validated decisions (``submit``) and unschedulable
+reports (``report_unschedulable``); ``services.binder.main`` starts the pool and calls
+``shutdown`` on SIGTERM. Each decision becomes one ``BindingOutcome`` handed to the
+``OutcomeReporter``:
+
+* 201 -> BOUND, then a ``Scheduled`` Event (best-effort, after the outcome is reported);
+* 409 -> GET the pod: on the target node -> BOUND (an earlier attempt's response was lost),
+  on another node -> CONFLICT, gone / re-created (other uid) / being deleted -> POD_GONE;
+* 404 -> POD_GONE; other 4xx -> FAILED with the API's message;
+* 5xx, 429 (Retry-After honoured) and network errors are retried with exponential backoff
+  and full jitter until ``max_attempts`` or the deadline -> DEADLINE_EXCEEDED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import random
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from services.binder.kubeapi import HttpResult, KubeClient
+from services.binder.metrics import BinderMetrics
+from services.binder.reporter import OutcomeReporter
+from splitsched.v1 import scheduler_pb2, types_pb2
+
+log = logging.getLogger(__name__)
+
+Result = scheduler_pb2.BindingOutcome.Result
+BOUND = scheduler_pb2.BindingOutcome.BOUND
+CONFLICT = scheduler_pb2.BindingOutcome.CONFLICT
+POD_GONE = scheduler_pb2.BindingOutcome.POD_GONE
+FAILED = scheduler_pb2.BindingOutcome.FAILED
+DEADLINE_EXCEEDED = scheduler_pb2.BindingOutcome.DEADLINE_EXCEEDED
+
+SHUTTING_DOWN = "binder shutting down"
+#: Longest single API request; shorter when the deadline is nearer.
+MAX_REQUEST_TIMEOUT = 10.0
+#: events.k8s.io/v1 limits ``note`` to 1 KiB.
+EVENT_NOTE_LIMIT = 1024
+#: How many finished decisions are remembered for idempotent re-submission.
+FINISHED_MEMORY = 20_000
+
+NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+@dataclass(frozen=True)
+class BindJob:
+    """One accepted decision."""
+
+    decision_id: str
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    deadline: float  # wall-clock seconds (time.time())
+    max_attempts: int
+    node_version: int = 0
+    profile: str = ""
+    trace_context: Mapping[str, str] = field(default_factory=dict)
+    accepted_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class BindResult:
+    """What happened to a decision, before it becomes a ``BindingOutcome``."""
+
+    result: int
+    message: str
+    attempts: int
+    last_http_status: int
+
+
+def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
+    """Full jitter: uniform in [0, min(cap, base * 2**(attempt-1))] after ``attempt`` failures."""
+    ceiling = min(cap, base * (2 ** min(max(attempt - 1, 0), 30)))
+    return rng.uniform(0.0, ceiling)
+
+
+def micro_time(when: float) -> str:
+    """An RFC 3339 MicroTime (``2006-01-02T15:04:05.000000Z``)."""
+    stamp = dt.datetime.fromtimestamp(when, tz=dt.UTC)
+    return stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def make_event(
+    *,
+    namespace: str,
+    pod_name: str,
+    pod_uid: str,
+    event_type: str,
+    reason: str,
+    action: str,
+    note: str,
+    controller: str,
+    instance: str,
+    now: float,
+) -> dict[str, Any]:
+    """An ``events.k8s.io/v1`` Event about a pod, shaped like kube-scheduler's recorder's."""
+    regarding: dict[str, str] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": namespace,
+        "name": pod_name,
+    }
+    if pod_uid:
+        regarding["uid"] = pod_uid
+    suffix = f".{time.time_ns():x}"
+    return {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {"name": pod_name[: 253 - len(suffix)] + suffix, "namespace": namespace},
+        "eventTime": micro_time(now),
+        "reportingController": controller[:128],
+        "reportingInstance": instance[:128],
+        "action": action,
+        "reason": reason,
+        "type": event_type,
+        "regarding": regarding,
+        "note": note[:EVENT_NOTE_LIMIT],
+    }
+
+
+class BindingPool:
+    """Accepts decisions into a bounded queue and binds them with ``workers`` coroutines."""
+
+    def __init__(
+        self,
+        *,
+        kube: KubeClient,
+        reporter: OutcomeReporter,
+        metrics: BinderMetrics,
+        binder_id: str,
+        workers: int = 64,
+        max_pending: int = 10_000,
+        backoff_base: float = 0.1,
+        backoff_cap: float = 5.0,
+        event_controller: str = "splitsched",
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._kube = kube
+        self._reporter = reporter
+        self._metrics = metrics
+        self.binder_id = binder_id
+        self._workers = max(1, workers)
+        self._max_pending = max(1, max_pending)
+        self._backoff_base = backoff_base
+        self._backoff_cap = backoff_cap
+        self._event_controller = event_controller
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._queue: asyncio.Queue[BindJob] = asyncio.Queue(maxsize=self._max_pending)
+        #: Accepted and not finished (queued or binding), by decision id.
+        self._active: dict[str, BindJob] = {}
+        #: Being bound right now, by decision id.
+        self._running: dict[str, BindJob] = {}
+        self._finished: OrderedDict[str, scheduler_pb2.BindingOutcome] = OrderedDict()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._side_tasks: set[asyncio.Task[None]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self.shutting_down = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._worker(), name=f"binder-worker-{i}")
+                for i in range(self._workers)
+            ]
+
+    @property
+    def inflight(self) -> int:
+        return len(self._active)
+
+    async def shutdown(self, grace: float) -> None:
+        """Refuse new work, fail queued decisions at once, give running ones ``grace``."""
+        self.shutting_down = True
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            await self._finish(job, BindResult(FAILED, SHUTTING_DOWN, 0, 0), event=False)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + grace
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, end - loop.time()))
+        if self._side_tasks:
+            await asyncio.wait(set(self._side_tasks), timeout=max(0.0, end - loop.time()))
+        interrupted = list(self._running.values())
+        for task in [*self._tasks, *self._side_tasks]:
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
+        self._tasks = []
+        for job in interrupted:
+            if job.decision_id in self._active:
+                message = f"{SHUTTING_DOWN} (binding interrupted after {grace:.0f}s grace)"
+                await self._finish(job, BindResult(FAILED, message, 0, 0), event=False)
+
+    # -- intake ----------------------------------------------------------------------------
+
+    def submit(self, job: BindJob) -> str | None:
+        """Enqueue a decision; None when accepted, else why it was refused."""
+        if self.shutting_down:
+            return SHUTTING_DOWN
+        if job.decision_id in self._active:
+            return None  # idempotent: already queued or binding
+        previous = self._finished.get(job.decision_id)
+        if previous is not None:
+            # Already done: tell the scheduler again rather than bind twice.
+            self._spawn(self._reporter.put(previous))
+            return None
+        try:
+            self._queue.put_nowait(job)
+        except asyncio.QueueFull:
+            return f"binder queue full ({self._max_pending} decisions pending)"
+        self._active[job.decision_id] = job
+        self._idle.clear()
+        self._metrics.inflight.set(len(self._active))
+        return None
+
+    def report_unschedulable(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        message: str,
+        reason: str,
+        profile: str,
+    ) -> str | None:
+        """Start writing the FailedScheduling Event and PodScheduled=False; None if accepted."""
+        if self.shutting_down:
+            return SHUTTING_DOWN
+        if len(self._side_tasks) >= self._max_pending:
+            return f"too many unschedulable reports pending ({len(self._side_tasks)})"
+        self._spawn(
+            self._write_unschedulable(
+                namespace=namespace, name=name, uid=uid, message=message,
+                reason=reason or "Unschedulable", profile=profile,
+            )
+        )  # fmt: skip
+        return None
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        async def run() -> None:
+            await coro
+
+        task = asyncio.create_task(run())
+        self._side_tasks.add(task)
+        task.add_done_callback(self._side_tasks.discard)
+
+    # -- the work --------------------------------------------------------------------------
+
+    async def _worker(self) -> None:
+        while True:
+            job = await self._queue.get()
+            if self.shutting_down:
+                await self._finish(job, BindResult(FAILED, SHUTTING_DOWN, 0, 0), event=False)
+                continue
+            self._running[job.decision_id] = job
+            try:
+                result = await self._bind(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug, not an API answer: report it, keep the worker
+                log.exception("binding %s failed unexpectedly", job.decision_id)
+                result = BindResult(FAILED, f"binder error: {exc!r}", 0, 0)
+            await self._finish(job, result, event=True)
+
+    async def _finish(self, job: BindJob, result: BindResult, *, event: bool) -> None:
+        outcome = scheduler_pb2.BindingOutcome(
+            decision_id=job.decision_id,
+            pod=types_pb2.PodRef(namespace=job.namespace, name=job.name, uid=job.uid),
+            node=job.node,
+            result=result.result,  # type: ignore[arg-type]
+            message=result.message,
+            attempts=result.attempts,
+            last_http_status=result.last_http_status,
+            binder_id=self.binder_id,
+            trace_context=dict(job.trace_context),
+        )
+        outcome.finished_at.FromNanoseconds(int(self._clock() * 1e9))
+        self._metrics.outcomes.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
+        self._metrics.bind_duration.observe(time.monotonic() - job.accepted_at)
+        self._finished[job.decision_id] = outcome
+        if len(self._finished) > FINISHED_MEMORY:
+            self._finished.popitem(last=False)
+        try:
+            await self._reporter.put(outcome)
+        finally:
+            self._active.pop(job.decision_id, None)
+            self._running.pop(job.decision_id, None)
+            self._metrics.inflight.set(len(self._active))
+            if not self._active:
+                self._idle.set()
+        if event and result.result == BOUND:
+            await self._write_scheduled_event(job)
+
+    async def _bind(self, job: BindJob) -> BindResult:
+        attempts = 0
+        last_status = 0
+        last_error = ""
+        while True:
+            remaining = job.deadline - self._clock()
+            if remaining <= 0:
+                return BindResult(
+                    DEADLINE_EXCEEDED,
+                    f"deadline exceeded after {attempts} attempts"
+                    + (f"; last error: {last_error}" if last_error else ""),
+                    attempts,
+                    last_status,
+                )
+            attempts += 1
+            retry_after: float | None = None
+            budget = min(MAX_REQUEST_TIMEOUT, remaining)
+            try:
+                response = await self._kube.bind(
+                    namespace=job.namespace, name=job.name, uid=job.uid, node=job.node,
+                    budget=budget,
+                )  # fmt: skip
+            except NETWORK_ERRORS as exc:
+                self._metrics.binding_attempts.labels(code="error").inc()
+                last_status = 0
+                last_error = f"network error: {type(exc).__name__}: {exc}".rstrip(": ")
+            else:
+                code = response.status
+                self._metrics.binding_attempts.labels(code=str(code)).inc()
+                last_status = code
+                if 200 <= code < 300:
+                    return BindResult(BOUND, "", attempts, code)
+                if code == 404:
+                    message = response.message or "pod not found"
+                    return BindResult(POD_GONE, message, attempts, code)
+                if code == 409:
+                    resolved = await self._resolve_conflict(job, response, budget=budget)
+                    if resolved is not None:
+                        return BindResult(resolved[0], resolved[1], attempts, code)
+                    last_error = f"HTTP 409: {response.message}"
+                elif code == 429 or code >= 500:
+                    retry_after = response.retry_after
+                    last_error = f"HTTP {code}: {response.message}"
+                else:
+                    return BindResult(FAILED, f"HTTP {code}: {response.message}", attempts, code)
+            if attempts >= job.max_attempts:
+                return BindResult(
+                    DEADLINE_EXCEEDED,
+                    f"gave up after {attempts} attempts; last error: {last_error}",
+                    attempts,
+                    last_status,
+                )
+            delay = (
+                retry_after
+                if retry_after is not None
+                else backoff_delay(
+                    attempts, base=self._backoff_base, cap=self._backoff_cap, rng=self._rng
+                )
+            )
+            if self._clock() + delay >= job.deadline:
+                return BindResult(
+                    DEADLINE_EXCEEDED,
+                    f"deadline exceeded after {attempts} attempts (next retry in {delay:.2f}s); "
+                    f"last error: {last_error}",
+                    attempts,
+                    last_status,
+                )
+            await self._sleep(delay)
+
+    async def _resolve_conflict(
+        self, job: BindJob, response: HttpResult, *, budget: float
+    ) -> tuple[int, str] | None:
+        """Why a 409: read the pod. None means 'transient, retry'."""
+        try:
+            got = await self._kube.get_pod(namespace=job.namespace, name=job.name, budget=budget)
+        except NETWORK_ERRORS as exc:
+            log.debug("GET pod after 409 failed for %s: %s", job.decision_id, exc)
+            return None
+        if got.status == 404:
+            return POD_GONE, "pod deleted"
+        if got.status != 200 or not isinstance(got.body, dict):
+            if got.status == 429 or got.status >= 500:
+                return None
+            return FAILED, f"HTTP 409 ({response.message}); reading the pod: HTTP {got.status}"
+        meta = got.body.get("metadata") or {}
+        spec = got.body.get("spec") or {}
+        uid = str(meta.get("uid") or "")
+        bound_to = str(spec.get("nodeName") or "")
+        if job.uid and uid and uid != job.uid:
+            return POD_GONE, f"pod was re-created (uid {uid}, the decision was for {job.uid})"
+        if bound_to == job.node:
+            return BOUND, f"already bound to {bound_to}"
+        if bound_to:
+            return CONFLICT, f"pod is already bound to node {bound_to}"
+        if meta.get("deletionTimestamp"):
+            return POD_GONE, "pod is being deleted"
+        return None
+
+    # -- events and conditions (best-effort) -----------------------------------------------
+
+    async def _create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        try:
+            result = await self._kube.create_event(namespace=namespace, event=event)
+        except NETWORK_ERRORS as exc:
+            log.warning("event %s for %s/%s not written: %s", event["reason"], namespace,
+                        event["regarding"]["name"], exc)  # fmt: skip
+            return
+        if result.status >= 300:
+            log.warning(
+                "event %s for %s/%s not written: HTTP %d %s",
+                event["reason"], namespace, event["regarding"]["name"], result.status,
+                result.message,
+            )  # fmt: skip
+
+    def _controller(self, profile: str) -> str:
+        return profile or self._event_controller
+
+    async def _write_scheduled_event(self, job: BindJob) -> None:
+        controller = self._controller(job.profile)
+        event = make_event(
+            namespace=job.namespace,
+            pod_name=job.name,
+            pod_uid=job.uid,
+            event_type="Normal",
+            reason="Scheduled",
+            action="Binding",
+            note=f"Successfully assigned {job.namespace}/{job.name} to {job.node}",
+            controller=controller,
+            instance=f"{controller}-{self.binder_id}",
+            now=self._clock(),
+        )
+        await self._create_event(job.namespace, event)
+
+    async def _write_unschedulable(
+        self,
+        *,
+        namespace: str,
+        name: str,
+        uid: str,
+        message: str,
+        reason: str,
+        profile: str,
+    ) -> None:
+        controller = self._controller(profile)
+        now = self._clock()
+        event = make_event(
+            namespace=namespace,
+            pod_name=name,
+            pod_uid=uid,
+            event_type="Warning",
+            reason="FailedScheduling",
+            action="Scheduling",
+            note=message,
+            controller=controller,
+            instance=f"{controller}-{self.binder_id}",
+            now=now,
+        )
+        await self._create_event(namespace, event)
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": micro_time(now)[:19] + "Z",
+        }
+        patch = {"status": {"conditions": [condition]}}
+        try:
+            result = await self._kube.patch_pod_status(namespace=namespace, name=name, patch=patch)
+        except NETWORK_ERRORS as exc:
+            log.warning("PodScheduled condition of %s/%s not written: %s", namespace, name, exc)
+            return
+        if result.status >= 300:
+            log.warning("PodScheduled condition of %s/%s not written: HTTP %d %s", namespace,
+                        name, result.status, result.message)  # fmt: skip
