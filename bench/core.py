@@ -13,6 +13,7 @@ import argparse
 import cProfile
 import datetime as dt
 import json
+import os
 import platform
 import pstats
 import sys
@@ -83,7 +84,7 @@ def run(nodes: int, pods: int, init_pods: int, *, profile: bool) -> dict[str, ob
         "seconds": round(elapsed, 3),
         "pods_per_second": round(pods / elapsed, 1),
         "pods_per_node_min_max": [int(per_node.min()), int(per_node.max())],
-        "machine": f"{platform.machine()} {platform.processor() or ''} python {platform.python_version()}",
+        "machine": f"{platform.machine()} {os.cpu_count()} cpus, python {platform.python_version()}",
         "numpy": np.__version__,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": "python -m bench.core " + " ".join(sys.argv[1:]),
@@ -104,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         RESULTS.mkdir(parents=True, exist_ok=True)
         out = RESULTS / f"core-{dt.date.today().isoformat()}.json"
         out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-        print(f"recorded in {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}")
+        print(
+            f"recorded in {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}"
+        )
     return 0
 
 

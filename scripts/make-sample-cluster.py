@@ -55,8 +55,11 @@ def pod(
     spec: dict[str, Any] = {
         "schedulerName": "splitsched",
         "containers": [
-            {"name": "main", "image": "registry.k8s.io/pause:3.10",
-             "resources": {"requests": {"cpu": cpu, "memory": mem}}}
+            {
+                "name": "main",
+                "image": "registry.k8s.io/pause:3.10",
+                "resources": {"requests": {"cpu": cpu, "memory": mem}},
+            }
         ],
     }
     labels = {"app": name.rsplit("-", 1)[0]}
@@ -90,8 +93,12 @@ def main() -> None:
         t += 1
     spread = {
         "topologySpreadConstraints": [
-            {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
-             "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "web"}},
+            }
         ]
     }
     for i in range(120):
@@ -112,15 +119,24 @@ def main() -> None:
         t += 1
     for i in range(20):
         items.append(
-            pod(f"db-{i}", ns="shop", t=t, cpu="1", mem="4Gi", extra={"nodeSelector": {"disktype": "ssd"}})
+            pod(
+                f"db-{i}",
+                ns="shop",
+                t=t,
+                cpu="1",
+                mem="4Gi",
+                extra={"nodeSelector": {"disktype": "ssd"}},
+            )
         )
         t += 1
     anti = {
         "affinity": {
             "podAntiAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": {"app": "cache"}},
-                     "topologyKey": "kubernetes.io/hostname"}
+                    {
+                        "labelSelector": {"matchLabels": {"app": "cache"}},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
                 ]
             }
         }
@@ -134,8 +150,14 @@ def main() -> None:
         t += 1
     for i in range(6):
         items.append(
-            pod(f"lost-{i}", ns="batch", t=t, cpu="100m", mem="128Mi",
-                extra={"nodeSelector": {"topology.kubernetes.io/zone": "zone-d"}})
+            pod(
+                f"lost-{i}",
+                ns="batch",
+                t=t,
+                cpu="100m",
+                mem="128Mi",
+                extra={"nodeSelector": {"topology.kubernetes.io/zone": "zone-d"}},
+            )
         )
         t += 1
     for i in range(6):

@@ -44,7 +44,15 @@ _OUTCOME_FROM_PROTO = {
 }
 _DECISION_KIND = {
     name: scheduler_pb2.Decision.Kind.Value(name)
-    for name in ("SCHEDULED", "UNSCHEDULABLE", "PREEMPTING", "BOUND", "BIND_FAILED", "CONFLICT", "POD_GONE")
+    for name in (
+        "SCHEDULED",
+        "UNSCHEDULABLE",
+        "PREEMPTING",
+        "BOUND",
+        "BIND_FAILED",
+        "CONFLICT",
+        "POD_GONE",
+    )
 }
 
 
@@ -72,7 +80,9 @@ def _page_size(requested: int) -> int:
 
 def node_class(node: models.Node) -> str:
     """What makes a node different for scheduling, in a few words."""
-    parts = [f"{k.rsplit('/', 1)[-1]}={node.labels[k]}" for k in NODE_CLASS_LABELS if k in node.labels]
+    parts = [
+        f"{k.rsplit('/', 1)[-1]}={node.labels[k]}" for k in NODE_CLASS_LABELS if k in node.labels
+    ]
     if node.taints:
         parts.append("taints=" + ",".join(f"{t.key}:{t.effect}" for t in node.taints))
     if node.unschedulable:
@@ -310,7 +320,11 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
             except yaml.YAMLError as exc:
                 raise ValueError(f"manifests[{i}]: not valid YAML or JSON: {exc}") from exc
             for doc in docs:
-                items = doc.get("items", []) if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+                items = (
+                    doc.get("items", [])
+                    if isinstance(doc, dict) and doc.get("kind") == "List"
+                    else [doc]
+                )
                 for j, item in enumerate(items):
                     if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":
                         raise ValueError(f"manifests[{i}] item {j}: expected a Pod")

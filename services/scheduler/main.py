@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -74,9 +75,7 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
             registry=r,
         )
-        self.pending = Gauge(
-            "scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r
-        )
+        self.pending = Gauge("scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r)
         self.outcomes = Counter(
             "splitsched_scheduler_binding_outcomes_total",
             "Binding outcomes reported by binders",
@@ -230,12 +229,10 @@ class SchedulerService:
             else:
                 await asyncio.sleep(0)
 
-    async def _sleep_until_woken(self, timeout: float) -> None:
+    async def _sleep_until_woken(self, seconds: float) -> None:
         self.wake.clear()
-        try:
-            await asyncio.wait_for(self.wake.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.wake.wait(), seconds)
 
     def _update_queue_gauges(self) -> None:
         for name, n in self.state.queue.lengths().items():
@@ -263,11 +260,15 @@ class SchedulerService:
             )
             req.pod.CopyFrom(wire.pod_ref(d.pod))
             # The binder gives up a little before we would, so its report wins the race.
-            wire.timestamp_from_float(d.deadline + wall - self.args.bind_timeout * 0.2, req.deadline)
+            wire.timestamp_from_float(
+                d.deadline + wall - self.args.bind_timeout * 0.2, req.deadline
+            )
         try:
             response = await self.binder.BindBatch(request, timeout=10.0)
         except grpc.aio.AioRpcError as exc:
-            log.warning("binders unreachable (%s): requeueing %d decisions", exc.code().name, len(decisions))
+            log.warning(
+                "binders unreachable (%s): requeueing %d decisions", exc.code().name, len(decisions)
+            )
             for d in decisions:
                 self.state.refused(d, f"binder unreachable: {exc.code().name}")
             self.poke()
@@ -311,8 +312,9 @@ class SchedulerService:
         runner, http_port = await httpsrv.serve_http(
             host=host, port=port, ready=self.ready, metrics=self.metrics.registry
         )
+        grpc_addr = grpcsrv.host_port(self.args.listen, server.port)
         print(
-            f"splitsched-scheduler listening grpc={grpcsrv.host_port(self.args.listen, server.port)} "
+            f"splitsched-scheduler listening grpc={grpc_addr} "
             f"http={host}:{http_port} watcher={self.args.watcher} binders={self.args.binders}",
             flush=True,
         )

@@ -303,9 +303,7 @@ class FrameworkAlgorithm:
         rejected = self._pre_filter(profile, state, pod)
         if rejected is not None:
             return ScheduleResult(wait=rejected, state=state)
-        mask, rejected_by = self._filter(
-            profile, state, pod, self._suggested_mask(suggested_nodes)
-        )
+        mask, rejected_by = self._filter(profile, state, pod, self._suggested_mask(suggested_nodes))
         feasible = np.flatnonzero(mask)
         if feasible.size == 0:
             wait = self._wait_from_rejections(profile, state, pod, rejected_by)

@@ -26,9 +26,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     if "config" not in existing:
         parser.add_argument("--config", help="YAML file of option values (flags and env win)")
     if "log_json" not in existing:
-        parser.add_argument(
-            "--log-json", action="store_true", default=None, help="log JSON lines"
-        )
+        parser.add_argument("--log-json", action="store_true", default=None, help="log JSON lines")
     if "log_level" not in existing:
         parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
 
@@ -48,9 +46,9 @@ def _coerce(action: argparse.Action, raw: Any, source: str) -> Any:
             return action.type(raw)  # type: ignore[operator]
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"{source}: {exc}") from exc
-    if action.nargs in ("*", "+") or isinstance(action, argparse._AppendAction):
-        if isinstance(raw, str):
-            return [part.strip() for part in raw.split(",") if part.strip()]
+    is_list = action.nargs in ("*", "+") or isinstance(action, argparse._AppendAction)
+    if is_list and isinstance(raw, str):
+        return [part.strip() for part in raw.split(",") if part.strip()]
     return raw
 
 

@@ -49,6 +49,6 @@ async def serve_http(
 
 
 def split_listen(listen: str) -> tuple[str, int]:
-    """"host:port" -> (host, port); an empty host means every address."""
+    """ "host:port" -> (host, port); an empty host means every address."""
     host, _, port = listen.rpartition(":")
     return host or "0.0.0.0", int(port)

@@ -18,7 +18,9 @@ GI = 1024**3
 
 
 def node(name: str, cpu: int = 1000) -> models.Node:
-    return models.Node(name=name, allocatable={models.CPU: cpu, models.MEMORY: 4 * GI, models.PODS: 10})
+    return models.Node(
+        name=name, allocatable={models.CPU: cpu, models.MEMORY: 4 * GI, models.PODS: 10}
+    )
 
 
 def pod(name: str, cpu: int = 600, **kw: object) -> models.Pod:
@@ -40,10 +42,16 @@ def clock() -> FakeClock:
 @pytest.fixture
 def state(clock: FakeClock) -> SchedulerState:
     algo = algorithm.FrameworkAlgorithm(
-        cache=SchedulerCache(clock=clock), profiles=profiles.load_profiles(None), rng=random.Random(0)
+        cache=SchedulerCache(clock=clock),
+        profiles=profiles.load_profiles(None),
+        rng=random.Random(0),
     )
     st = SchedulerState(
-        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s", bind_timeout=30
+        algo=algo,
+        queue=SchedulingQueue(clock=clock),
+        clock=clock,
+        scheduler_id="s",
+        bind_timeout=30,
     )
     st.mark_synced()
     return st
@@ -81,7 +89,9 @@ def test_no_double_booking_while_decisions_are_in_flight(state: SchedulerState) 
     assert "Insufficient cpu" in out.message
 
 
-def test_bind_failure_forgets_and_requeues_with_backoff(state: SchedulerState, clock: FakeClock) -> None:
+def test_bind_failure_forgets_and_requeues_with_backoff(
+    state: SchedulerState, clock: FakeClock
+) -> None:
     state.apply_node("ADDED", node("n1"))
     state.apply_pod("ADDED", pod("a"))
     d = decide(state)
@@ -142,7 +152,9 @@ def test_pod_deleted_mid_bind_frees_capacity(state: SchedulerState) -> None:
     assert decide(state).node == "n1"
 
 
-def test_overdue_decision_released_only_when_still_unbound(state: SchedulerState, clock: FakeClock) -> None:
+def test_overdue_decision_released_only_when_still_unbound(
+    state: SchedulerState, clock: FakeClock
+) -> None:
     state.apply_node("ADDED", node("n1", cpu=4000))
     state.apply_pod("ADDED", pod("a"))
     state.apply_pod("ADDED", pod("b"))
@@ -159,7 +171,9 @@ def test_other_schedulers_pods_are_ignored_unless_bound(state: SchedulerState) -
     state.apply_node("ADDED", node("n1"))
     state.apply_pod("ADDED", replace(pod("theirs"), scheduler_name="default-scheduler"))
     assert state.schedule_one() is None
-    state.apply_pod("MODIFIED", replace(pod("theirs"), scheduler_name="default-scheduler", node_name="n1"))
+    state.apply_pod(
+        "MODIFIED", replace(pod("theirs"), scheduler_name="default-scheduler", node_name="n1")
+    )
     assert state.cache.get("uid-theirs") is not None  # it holds capacity
     assert state.find("ns", "theirs") is None
 

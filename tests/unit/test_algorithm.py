@@ -35,7 +35,9 @@ def pod(name: str, *, cpu: int = 100, mem: int = GI, **kw: object) -> models.Pod
     )
 
 
-def make(nodes: list[models.Node], config: dict[str, object] | None = None) -> algorithm.FrameworkAlgorithm:
+def make(
+    nodes: list[models.Node], config: dict[str, object] | None = None
+) -> algorithm.FrameworkAlgorithm:
     cache = SchedulerCache()
     for n in nodes:
         cache.add_node(n)
@@ -48,7 +50,10 @@ def test_bind_prefers_least_allocated_node() -> None:
     algo = make([node("busy"), node("idle")])
     algo.cache.add_pod(
         models.Pod(
-            uid="x", namespace="d", name="x", node_name="busy",
+            uid="x",
+            namespace="d",
+            name="x",
+            node_name="busy",
             containers=(models.Container("c", {models.CPU: 3000, models.MEMORY: 6 * GI}),),
         )
     )
@@ -60,7 +65,13 @@ def test_bind_prefers_least_allocated_node() -> None:
 
 def test_wait_summary_counts_first_failing_plugin_per_node() -> None:
     taint = models.Taint("dedicated", "gpu", "NoSchedule")
-    algo = make([node("small", cpu=500), node("tainted", taints=(taint,)), node("cordoned", unschedulable=True)])
+    algo = make(
+        [
+            node("small", cpu=500),
+            node("tainted", taints=(taint,)),
+            node("cordoned", unschedulable=True),
+        ]
+    )
     result = algo.schedule(pod("p", cpu=1000))
     assert result.wait is not None
     assert result.wait.summary == (
@@ -109,7 +120,9 @@ def test_unknown_profile_and_invalid_pod_wait_with_a_reason() -> None:
     algo = make([node("a")])
     r1 = algo.schedule(replace(pod("p"), scheduler_name="nope"))
     assert r1.wait is not None and "no scheduler profile named 'nope'" in r1.wait.summary
-    r2 = algo.schedule(replace(pod("q"), invalid_reason="spec.containers[0]...: invalid quantity 'abc'"))
+    r2 = algo.schedule(
+        replace(pod("q"), invalid_reason="spec.containers[0]...: invalid quantity 'abc'")
+    )
     assert r2.wait is not None and "invalid quantity 'abc'" in r2.wait.summary
 
 
@@ -131,7 +144,10 @@ def test_profile_with_most_allocated_packs_pods() -> None:
             {
                 "schedulerName": "splitsched",
                 "pluginConfig": [
-                    {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+                    {
+                        "name": "NodeResourcesFit",
+                        "args": {"scoringStrategy": {"type": "MostAllocated"}},
+                    }
                 ],
                 "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
             }
@@ -150,9 +166,14 @@ def test_batch_places_in_queue_order_priority_first() -> None:
     assert out == {"high": "only", "low": None}
 
 
-@pytest.mark.parametrize("bad", [{"profiles": [{"plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}]},
-                                 {"profiles": [{"plugins": {"sideways": {}}}]},
-                                 {"profiles": [{}, {}]}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}]},
+        {"profiles": [{"plugins": {"sideways": {}}}]},
+        {"profiles": [{}, {}]},
+    ],
+)
 def test_bad_profiles_are_rejected_with_the_field(bad: dict[str, object]) -> None:
     with pytest.raises(profiles.ProfileError, match=r"profiles\[\d\]"):
         profiles.load_profiles(bad)

@@ -23,9 +23,7 @@ class NodeName:
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         del args
 
-    def filter(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> BoolArray:
+    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
         mask = np.zeros(table.n, dtype=np.bool_)
         if not pod.node_name:
             mask[:] = True

@@ -27,9 +27,7 @@ class NodeUnschedulable:
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         del args
 
-    def filter(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> BoolArray:
+    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return np.ones(table.n, dtype=np.bool_)
         return ~table.unschedulable
