@@ -925,23 +925,6 @@ def test_load_cluster_errors_name_the_item() -> None:
         load_cluster("kind: [unclosed")
 
 
-# ---- speed -------------------------------------------------------------------------------
-
-
-def test_pod_conversion_is_fast() -> None:
-    """Loose guard only (CI machines vary); the measured figure is in the module report."""
-    import time
-
-    obj = typical_pod()
-    pod_from_k8s(obj)
-    n = 2000
-    start = time.perf_counter()
-    for _ in range(n):
-        pod_from_k8s(obj)
-    per_pod = (time.perf_counter() - start) / n
-    assert per_pod < 200e-6
-
-
 def test_fast_constructors_build_equal_objects_with_defaults() -> None:
     from splitsched.core import convert
 

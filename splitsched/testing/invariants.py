@@ -1,0 +1,124 @@
+"""The two promises, checked from the API server's objects (never from our own logs):
+no node holds more than its allocatable, and every placement satisfies its pod's
+constraints. Used by the e2e, fault and benchmark runs.
+
+The constraint checks are written independently of the core's plugins (plain per-pod
+loops over the API's JSON), so a bug in a plugin cannot hide itself here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+from kubernetes import client
+
+from splitsched.core import convert, models
+
+Json = dict[str, Any]
+
+
+def list_json(api: client.ApiClient, path: str) -> list[Json]:
+    """GET a list endpoint and return its items as plain dicts."""
+    resp = api.call_api(
+        path,
+        "GET",
+        auth_settings=["BearerToken"],
+        _preload_content=False,
+        _return_http_data_only=True,
+    )
+    items: list[Json] = orjson.loads(resp.data)["items"]
+    return items
+
+
+def usage_by_node(pods: Iterable[models.Pod]) -> dict[str, Counter[str]]:
+    used: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in pods:
+        if not pod.node_name or pod.is_terminal:
+            continue
+        used[pod.node_name].update(pod.requests)
+        used[pod.node_name][models.PODS] += 1
+    return used
+
+
+def overcommitted(nodes: Iterable[models.Node], pods: Iterable[models.Pod]) -> list[str]:
+    """One line per node and resource where the bound pods ask for more than allocatable."""
+    used = usage_by_node(pods)
+    out = []
+    for node in nodes:
+        for resource, amount in used.get(node.name, Counter()).items():
+            if amount > node.allocatable.get(resource, 0):
+                out.append(
+                    f"{node.name}: {resource} requested {amount} > allocatable "
+                    f"{node.allocatable.get(resource, 0)}"
+                )
+    return out
+
+
+def _tolerated(pod: models.Pod, taint: models.Taint) -> bool:
+    return any(t.tolerates(taint) for t in pod.tolerations)
+
+
+def _selector_matches(selector: models.LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    return selector is not None and selector.matches(labels)
+
+
+def placement_violations(nodes: Iterable[models.Node], pods: Iterable[models.Pod]) -> list[str]:
+    """nodeSelector, NoSchedule/NoExecute taints, cordons at bind time are not checkable
+    after the fact, so: selectors, taints, hostname anti-affinity among the given pods, and
+    DoNotSchedule spread skew among the given pods."""
+    by_name = {n.name: n for n in nodes}
+    placed = [p for p in pods if p.node_name and not p.is_terminal]
+    out: list[str] = []
+    for pod in placed:
+        node = by_name.get(pod.node_name)
+        if node is None:
+            continue
+        for key, value in pod.node_selector.items():
+            if node.labels.get(key) != value:
+                out.append(f"{pod.key} on {node.name}: nodeSelector {key}={value} not met")
+        for taint in node.taints:
+            if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(pod, taint):
+                out.append(f"{pod.key} on {node.name}: untolerated taint {taint.key}")
+        for term in pod.pod_anti_affinity.required if pod.pod_anti_affinity else ():
+            if term.topology_key != "kubernetes.io/hostname":
+                continue
+            for other in placed:
+                if (
+                    other.uid != pod.uid
+                    and other.node_name == pod.node_name
+                    and other.namespace == pod.namespace
+                    and _selector_matches(term.label_selector, other.labels)
+                ):
+                    out.append(f"{pod.key} and {other.key} share {node.name} (anti-affinity)")
+    for pod in placed:
+        for c in pod.topology_spread_constraints:
+            if c.when_unsatisfiable != "DoNotSchedule":
+                continue
+            domains = {
+                n.labels[c.topology_key] for n in by_name.values() if c.topology_key in n.labels
+            }
+            counts = Counter(
+                by_name[o.node_name].labels.get(c.topology_key)
+                for o in placed
+                if o.namespace == pod.namespace
+                and o.node_name in by_name
+                and _selector_matches(c.label_selector, o.labels)
+            )
+            if domains:
+                skew = max(counts.get(d, 0) for d in domains) - min(
+                    counts.get(d, 0) for d in domains
+                )
+                if skew > c.max_skew:
+                    out.append(
+                        f"{pod.key}: spread over {c.topology_key} has skew {skew} > {c.max_skew}"
+                    )
+    return sorted(set(out))
+
+
+def cluster_state(api: client.ApiClient) -> tuple[list[models.Node], list[models.Pod]]:
+    nodes = [convert.node_from_k8s(o) for o in list_json(api, "/api/v1/nodes")]
+    pods = [convert.pod_from_k8s(o, strict=False) for o in list_json(api, "/api/v1/pods")]
+    return nodes, pods

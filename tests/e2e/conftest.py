@@ -1,0 +1,74 @@
+"""The e2e tier: the three services as real processes against the real control plane.
+
+`stack` (module-scoped) creates this module's kwok nodes and least-privilege
+ServiceAccounts, starts a watcher, three binders and a scheduler, and stops them (and
+deletes the nodes) afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from splitsched.testing import kube, stack
+
+ZONES = ("zone-a", "zone-b")
+
+
+@pytest.fixture(scope="module")
+def e2e_nodes(kube_api: client.ApiClient) -> Iterator[list[str]]:
+    """20 kwok nodes: 8 small and 8 large over two zones, 2 GPU nodes tainted, 2 with
+    disktype=ssd among the small ones."""
+    prefix = f"e2e-{uuid.uuid4().hex[:5]}"
+    names: list[str] = []
+    for zone in ZONES:
+        names += kube.create_kwok_nodes(
+            kube_api, 3, name_prefix=f"{prefix}-small-{zone}", cpu="4", memory="8Gi",
+            labels={"topology.kubernetes.io/zone": zone, "size": "small"},
+        )  # fmt: skip
+        names += kube.create_kwok_nodes(
+            kube_api, 1, name_prefix=f"{prefix}-ssd-{zone}", cpu="4", memory="8Gi",
+            labels={"topology.kubernetes.io/zone": zone, "size": "small", "disktype": "ssd"},
+        )  # fmt: skip
+        names += kube.create_kwok_nodes(
+            kube_api, 4, name_prefix=f"{prefix}-large-{zone}", cpu="16", memory="64Gi",
+            labels={"topology.kubernetes.io/zone": zone, "size": "large"},
+        )  # fmt: skip
+        names += kube.create_kwok_nodes(
+            kube_api, 1, name_prefix=f"{prefix}-gpu-{zone}", cpu="16", memory="64Gi",
+            labels={"topology.kubernetes.io/zone": zone, "size": "gpu"},
+            taints=[{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+            extended={"nvidia.com/gpu": "4"},
+        )  # fmt: skip
+    yield names
+    kube.delete_nodes(kube_api, names)
+
+
+@pytest.fixture(scope="module")
+def running_stack(
+    kube_api: client.ApiClient, e2e_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stack.Stack]:
+    workdir: Path = tmp_path_factory.mktemp("stack")
+    sa_namespace = kube.create_namespace(kube_api, prefix="splitsched-system")
+    configs = stack.component_kubeconfigs(kube_api, namespace=sa_namespace, directory=workdir)
+    running = stack.Stack(
+        workdir=workdir,
+        watcher_kubeconfig=configs["watcher"],
+        binder_kubeconfig=configs["binder"],
+        binders=3,
+        scheduler_args=["--bind-timeout", "20"],
+    )
+    running.start(timeout=90)
+    try:
+        yield running
+    finally:
+        running.stop()
+        for svc_log in workdir.glob("*.log"):
+            text = svc_log.read_text(errors="replace")
+            if "Traceback" in text:
+                print(f"--- {svc_log.name} (has a traceback) ---\n{text[-4000:]}")
+        kube.delete_namespace(kube_api, sa_namespace)
