@@ -1,22 +1,32 @@
-"""`make demo`: show what splitsched does.
+"""`make demo`: splitsched scheduling real pods, start to finish.
 
-Offline mode (`--offline`, the default until the services run end to end): schedule the
-sample cluster shipped in examples/ with the pure core and print a readable summary —
-placed and pending counts, how full each node ends up, and why the unplaced pods wait.
+Starts the local control plane (etcd, kube-apiserver, kwok), 50 kwok nodes of mixed sizes
+(some tainted for GPUs, labelled by zone), the three services with 2 binders, and 1,000
+pods of mixed shapes with `schedulerName: splitsched`; shows progress while they bind,
+then a summary: bound and pending counts, pods per node, creation-to-bound latency,
+how the binders shared the work, and why the unfit pods wait (from the Scheduler API).
+Stops everything it started on exit or Ctrl-C.
+
+`--offline` runs the pure core on examples/sample-cluster.yaml instead: no processes.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from splitsched.core import batch, convert, models, profiles
 
-SAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sample-cluster.yaml"
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "sample-cluster.yaml"
+ZONES = ("zone-a", "zone-b", "zone-c")
 
 
 def _bar(fraction: float, width: int = 20) -> str:
@@ -55,12 +65,6 @@ def run_offline(path: Path) -> int:
             f"{node.labels.get('node.kubernetes.io/instance-type', '-'):<9} "
             f"{len(table.pods[row]):>4}  {_bar(cpu)} {cpu:4.0%} {_bar(mem)} {mem:4.0%}{flags}"
         )
-    zones: Counter[str] = Counter()
-    for p in placed:
-        if p.pod.labels.get("app") == "web" and p.node:
-            zones[table.nodes[table.row_of[p.node]].labels["topology.kubernetes.io/zone"]] += 1
-    if zones:
-        print(f"\nweb pods per zone (maxSkew 1): {dict(sorted(zones.items()))}")
     if unplaced:
         print(f"\n{len(unplaced)} pods stay pending:")
         for p in unplaced:
@@ -68,12 +72,243 @@ def run_offline(path: Path) -> int:
     return 0
 
 
+# ---- live ---------------------------------------------------------------------------------
+
+
+def demo_nodes() -> list[dict[str, Any]]:
+    """50 nodes: 30 small, 14 large, 6 GPU (tainted); zones round-robin."""
+    from splitsched.testing import kube
+
+    out = []
+    for i in range(50):
+        zone = ZONES[i % 3]
+        if i < 30:
+            kind, cpu, mem, extra, taints = "small", "4", "16Gi", None, None
+        elif i < 44:
+            kind, cpu, mem, extra, taints = "large", "16", "64Gi", None, None
+        else:
+            kind, cpu, mem = "gpu", "16", "64Gi"
+            extra = {"nvidia.com/gpu": "4"}
+            taints = [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+        labels = {"topology.kubernetes.io/zone": zone, "node.kubernetes.io/instance-type": kind}
+        if i % 5 == 0:
+            labels["disktype"] = "ssd"
+        out.append(
+            kube.make_node(
+                f"demo-{kind}-{i:02d}",
+                cpu=cpu,
+                memory=mem,
+                labels=labels,
+                taints=taints,
+                extended=extra,
+            )
+        )
+    return out
+
+
+def demo_pods() -> tuple[list[dict[str, Any]], set[str]]:
+    from splitsched.testing import kube
+
+    pods: list[dict[str, Any]] = []
+    spread = [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule",
+            "labelSelector": {"matchLabels": {"app": "web"}},
+        }
+    ]
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {"matchLabels": {"app": "cache"}},
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+    gpu_tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    for i in range(450):
+        p = kube.make_pod(f"web-{i}", cpu="100m", memory="128Mi", labels={"app": "web"})
+        p["spec"]["topologySpreadConstraints"] = spread
+        pods.append(p)
+    for i in range(380):
+        cpu = ("250m", "500m", "1")[i % 3]
+        pods.append(kube.make_pod(f"batch-{i}", cpu=cpu, memory="512Mi", labels={"app": "batch"}))
+    for i in range(60):
+        pods.append(
+            kube.make_pod(f"db-{i}", cpu="250m", memory="1Gi", node_selector={"disktype": "ssd"})
+        )
+    for i in range(40):
+        pods.append(
+            kube.make_pod(
+                f"cache-{i}", cpu="50m", memory="64Mi", labels={"app": "cache"}, affinity=anti
+            )
+        )
+    for i in range(50):
+        pods.append(
+            kube.make_pod(
+                f"train-{i}",
+                cpu="2",
+                memory="4Gi",
+                extended={"nvidia.com/gpu": "1"},
+                tolerations=gpu_tol,
+            )
+        )
+    unfit = {f"huge-{i}" for i in range(8)} | {f"nozone-{i}" for i in range(6)}
+    unfit |= {f"notol-{i}" for i in range(6)}
+    pods += [kube.make_pod(f"huge-{i}", cpu="64", memory="1Gi") for i in range(8)]
+    pods += [
+        kube.make_pod(f"nozone-{i}", node_selector={"topology.kubernetes.io/zone": "zone-x"})
+        for i in range(6)
+    ]
+    pods += [kube.make_pod(f"notol-{i}", extended={"nvidia.com/gpu": "1"}) for i in range(6)]
+    return pods, unfit
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_live(*, keep: bool) -> int:
+    import grpc
+    from kubernetes import client, watch
+
+    from splitsched.testing import controlplane, kube, stack
+    from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+    state_dir = REPO / ".local-cluster" / "demo"
+    cp = controlplane.ControlPlane(state_dir)
+    print("starting the local control plane (etcd, kube-apiserver, kwok)...", flush=True)
+    cp.up()
+    running: stack.Stack | None = None
+    try:
+        api = kube.api_client_from_kubeconfig(cp.kubeconfig_path)
+        core = client.CoreV1Api(api)
+        print(f"  kube-apiserver at {cp.server_url}; kubeconfig {cp.kubeconfig_path}")
+        existing = {n.metadata.name for n in core.list_node().items}
+        nodes = [n for n in demo_nodes() if n["metadata"]["name"] not in existing]
+        for n in nodes:
+            core.create_node(n)
+        names = [n["metadata"]["name"] for n in demo_nodes()]
+        kube.wait_nodes_ready(api, names=names, timeout=120)
+        print(f"  {len(names)} kwok nodes ready (30 small, 14 large, 6 GPU tainted; 3 zones)")
+        namespace = kube.create_namespace(api, prefix="demo")
+        sa_ns = kube.create_namespace(api, prefix="splitsched-system")
+        workdir = state_dir / "services"
+        configs = stack.component_kubeconfigs(api, namespace=sa_ns, directory=workdir)
+        running = stack.Stack(
+            workdir=workdir,
+            watcher_kubeconfig=configs["watcher"],
+            binder_kubeconfig=configs["binder"],
+            binders=2,
+        )
+        print("starting watcher, scheduler and 2 binders...", flush=True)
+        running.start(timeout=90)
+        print(
+            f"  scheduler API at {running.scheduler.grpc_target} (logs in {workdir})\n", flush=True
+        )
+        manifests, unfit = demo_pods()
+        created: dict[str, float] = {}
+        bound_at: dict[str, float] = {}
+        node_of: dict[str, str] = {}
+        stop = threading.Event()
+
+        def follow() -> None:
+            w = watch.Watch()
+            for ev in w.stream(core.list_namespaced_pod, namespace, timeout_seconds=600):
+                pod = ev["object"]
+                if pod.spec.node_name and pod.metadata.name not in bound_at:
+                    bound_at[pod.metadata.name] = time.monotonic()
+                    node_of[pod.metadata.name] = pod.spec.node_name
+                if stop.is_set():
+                    w.stop()
+
+        follower = threading.Thread(target=follow, daemon=True)
+        follower.start()
+        time.sleep(0.5)
+        print(f"creating {len(manifests)} pods with schedulerName: splitsched...", flush=True)
+        t0 = time.monotonic()
+
+        def create(m: dict[str, Any]) -> None:
+            created[m["metadata"]["name"]] = time.monotonic()
+            core.create_namespaced_pod(namespace, m)
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(create, manifests))
+        fit = len(manifests) - len(unfit)
+        last = -1
+        while len(bound_at) < fit and time.monotonic() - t0 < 300:
+            if len(bound_at) != last:
+                last = len(bound_at)
+                print(f"  {time.monotonic() - t0:5.1f}s  bound {last:4d}/{fit}", flush=True)
+            time.sleep(1.0)
+        elapsed = time.monotonic() - t0
+        stop.set()
+        latencies = [bound_at[n] - created[n] for n in bound_at if n in created]
+        print(f"\nbound {len(bound_at)}/{len(manifests)} pods in {elapsed:.1f}s; ", end="")
+        print(f"{len(manifests) - len(bound_at)} pending")
+        print(
+            f"creation to bound: p50 {_percentile(latencies, 0.5) * 1000:.0f} ms, "
+            f"p99 {_percentile(latencies, 0.99) * 1000:.0f} ms"
+        )
+        per_node = Counter(node_of.values())
+        print("\npods per node:")
+        for name in sorted(per_node):
+            print(f"  {name:<18} {per_node[name]:4d} {'#' * (per_node[name] // 2)}")
+        print("\nhow the binders shared the work:")
+        for svc in running.binder_services:
+            found = re.findall(
+                r'splitsched_binder_outcomes_total\{result="bound"\} (\S+)', svc.metrics()
+            )
+            print(f"  {svc.name}: {int(float(found[0])) if found else 0} bindings")
+        print("\nwhy the unfit pods are pending (Scheduler.GetPod):")
+        with grpc.insecure_channel(running.scheduler.grpc_target) as channel:
+            api_stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            shown: set[str] = set()
+            for name in sorted(unfit):
+                kind = name.split("-")[0]
+                if kind in shown:
+                    continue
+                shown.add(kind)
+                status = api_stub.GetPod(
+                    scheduler_pb2.GetPodRequest(namespace=namespace, name=name), timeout=5
+                )
+                print(f"  {name:<10} {status.message}")
+        print(
+            f"\ntry it yourself: splitsched pods --server {running.scheduler.grpc_target}; "
+            f"KUBECONFIG={cp.kubeconfig_path} kubectl -n {namespace} get pods"
+        )
+        if keep:
+            print("\n--keep: leaving everything running; Ctrl-C to stop")
+            while True:
+                time.sleep(3600)
+        return 0
+    except KeyboardInterrupt:
+        print("\ninterrupted")
+        return 130
+    finally:
+        print("stopping services and the control plane...", flush=True)
+        if running is not None:
+            running.stop()
+        cp.down()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m splitsched.demo", description=__doc__)
-    parser.add_argument("--offline", action="store_true", default=True)
-    parser.add_argument("--cluster", type=Path, default=SAMPLE)
+    parser.add_argument("--offline", action="store_true", help="pure core on a sample file")
+    parser.add_argument("--cluster", type=Path, default=SAMPLE, help="with --offline")
+    parser.add_argument("--keep", action="store_true", help="leave it running until Ctrl-C")
     args = parser.parse_args(argv)
-    return run_offline(args.cluster)
+    if args.offline:
+        return run_offline(args.cluster)
+    return run_live(keep=args.keep)
 
 
 if __name__ == "__main__":
