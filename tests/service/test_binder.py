@@ -1,0 +1,841 @@
+"""Service tests of the binder, in process: its gRPC server, worker pool and reporter against
+a fake Kubernetes API (an aiohttp server answering the Binding endpoint with scripted
+201/409/404/500/429/connection resets, and otherwise like the real one) and a fake
+``Scheduler`` gRPC servicer that collects the outcomes it is sent.
+
+Each test runs its own event loop (``asyncio.run``), so no pytest asyncio plugin is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import grpc
+from aiohttp import web
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from services.binder.kubeapi import KubeClient, KubeEndpoint, parse_retry_after
+from services.binder.metrics import BinderMetrics
+from services.binder.reporter import OutcomeReporter
+from services.binder.server import BinderServicer
+from services.binder.worker import BindingPool, backoff_delay
+from splitsched.runtime import grpcsrv
+from splitsched.v1 import (
+    binder_pb2,
+    binder_pb2_grpc,
+    scheduler_pb2,
+    types_pb2,
+)
+
+T = TypeVar("T")
+Outcome = scheduler_pb2.BindingOutcome
+
+# -- fakes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class FakePod:
+    uid: str
+    node: str = ""
+    deleting: bool = False
+
+
+@dataclass
+class Scripted:
+    """One scripted answer of the Binding endpoint: an HTTP status or a connection reset."""
+
+    status: int = 201
+    retry_after: str | None = None
+    reset: bool = False
+    message: str = ""
+    hold: asyncio.Event | None = None  # wait for this before answering
+
+
+@dataclass
+class FakeKube:
+    """The parts of kube-apiserver the binder uses, with a scriptable Binding endpoint."""
+
+    pods: dict[tuple[str, str], FakePod] = field(default_factory=dict)
+    script: dict[tuple[str, str], list[Scripted]] = field(default_factory=dict)
+    bindings: list[tuple[float, str, str, dict[str, Any]]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    patches: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
+    hold_all: asyncio.Event | None = None
+    holds: list[asyncio.Event] = field(default_factory=list)
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._bind)
+        app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", self._get_pod)
+        app.router.add_patch("/api/v1/namespaces/{ns}/pods/{name}/status", self._patch_status)
+        app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", self._event)
+        app.router.add_get("/readyz", self._readyz)
+        return app
+
+    @staticmethod
+    def _status(code: int, message: str, **extra: Any) -> web.Response:
+        body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+                "code": code}  # fmt: skip
+        return web.json_response(body, status=code, **extra)
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _bind(self, request: web.Request) -> web.StreamResponse:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        body = await request.json()
+        self.bindings.append((time.monotonic(), ns, name, body))
+        if self.hold_all is not None:
+            await self.hold_all.wait()
+        queue = self.script.get((ns, name))
+        if queue:
+            step = queue.pop(0)
+            if step.hold is not None:
+                self.holds.append(step.hold)
+                await step.hold.wait()
+            if step.reset:
+                assert request.transport is not None
+                request.transport.abort()
+                return web.Response(status=500)
+            if step.status != 0:
+                headers = {"Retry-After": step.retry_after} if step.retry_after else None
+                if step.status == 201:
+                    self._assign(ns, name, body)
+                    return web.json_response({"kind": "Status", "status": "Success"}, status=201)
+                return self._status(step.status, step.message or f"scripted {step.status}",
+                                    headers=headers)  # fmt: skip
+        pod = self.pods.get((ns, name))
+        if pod is None:
+            return self._status(404, f'pods "{name}" not found')
+        uid = body["metadata"].get("uid")
+        if uid and uid != pod.uid:
+            return self._status(
+                409, f"Operation cannot be fulfilled on pods/binding \"{name}\": "
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod.uid}",
+            )  # fmt: skip
+        if pod.node:
+            return self._status(409, f'pod {name} is already assigned to node "{pod.node}"')
+        self._assign(ns, name, body)
+        return web.json_response({"kind": "Status", "status": "Success", "code": 201}, status=201)
+
+    def _assign(self, ns: str, name: str, body: dict[str, Any]) -> None:
+        pod = self.pods.get((ns, name))
+        if pod is not None:
+            pod.node = body["target"]["name"]
+
+    async def _get_pod(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        pod = self.pods.get((ns, name))
+        if pod is None:
+            return self._status(404, f'pods "{name}" not found')
+        meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": pod.uid}
+        if pod.deleting:
+            meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
+        return web.json_response(
+            {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": {"nodeName": pod.node}}
+        )
+
+    async def _patch_status(self, request: web.Request) -> web.Response:
+        ns, name = request.match_info["ns"], request.match_info["name"]
+        self.patches.append((ns, name, request.content_type, await request.json()))
+        return web.json_response({"kind": "Pod"})
+
+    async def _event(self, request: web.Request) -> web.Response:
+        event = await request.json()
+        self.events.append(event)
+        return web.json_response(event, status=201)
+
+    def binding_count(self, name: str) -> int:
+        return sum(1 for _, _, n, _ in self.bindings if n == name)
+
+
+class FakeScheduler:
+    """Collects reported outcomes (serves only ``Scheduler.ReportBindingOutcome``)."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[Outcome] = []
+        self.requests = 0
+
+    async def ReportBindingOutcome(
+        self, request: scheduler_pb2.ReportBindingOutcomeRequest, context: Any
+    ) -> scheduler_pb2.ReportBindingOutcomeResponse:
+        self.requests += 1
+        self.outcomes.extend(request.outcomes)
+        return scheduler_pb2.ReportBindingOutcomeResponse(accepted=len(request.outcomes))
+
+    def for_decision(self, decision_id: str) -> list[Outcome]:
+        return [o for o in self.outcomes if o.decision_id == decision_id]
+
+
+async def start_scheduler(fake: FakeScheduler, *, port: int = 0) -> tuple[grpc.aio.Server, int]:
+    server = grpc.aio.server()
+    handler = grpc.unary_unary_rpc_method_handler(
+        fake.ReportBindingOutcome,
+        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
+        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
+            ),
+        )
+    )
+    bound = server.add_insecure_port(f"127.0.0.1:{port}")
+    await server.start()
+    return server, bound
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- harness -------------------------------------------------------------------------------
+
+
+@dataclass
+class Harness:
+    kube: FakeKube
+    scheduler: FakeScheduler
+    pool: BindingPool
+    reporter: OutcomeReporter
+    metrics: BinderMetrics
+    stub: binder_pb2_grpc.BinderAsyncStub
+    sleeps: list[float]
+    scheduler_port: int
+
+    async def outcome(self, decision_id: str, *, within: float = 10.0) -> Outcome:
+        found = await eventually(lambda: self.scheduler.for_decision(decision_id), within=within)
+        return found[0]
+
+    def attempts_metric(self, code: str) -> float:
+        value = self.metrics.registry.get_sample_value(
+            "splitsched_binder_binding_attempts_total", {"code": code}
+        )
+        return value or 0.0
+
+
+@contextlib.asynccontextmanager
+async def harness(
+    *,
+    workers: int = 4,
+    max_pending: int = 100,
+    scheduler_up: bool = True,
+    backoff_base: float = 0.01,
+    backoff_cap: float = 0.05,
+) -> AsyncIterator[Harness]:
+    kube = FakeKube()
+    runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    kube_port = runner.addresses[0][1]
+    client = KubeClient(KubeEndpoint(host=f"http://127.0.0.1:{kube_port}"))
+    metrics = BinderMetrics()
+    fake_scheduler = FakeScheduler()
+    sched_server: grpc.aio.Server | None = None
+    scheduler_port = free_port()
+    if scheduler_up:
+        sched_server, scheduler_port = await start_scheduler(fake_scheduler, port=scheduler_port)
+    reporter = OutcomeReporter(
+        target=f"127.0.0.1:{scheduler_port}", binder_id="binder-test", metrics=metrics,
+        flush_interval=0.005, backoff_base=0.02, backoff_cap=0.2, rpc_timeout=1.0,
+    )  # fmt: skip
+    await reporter.start()
+    sleeps: list[float] = []
+
+    async def recording_sleep(delay: float) -> None:
+        sleeps.append(delay)
+        await asyncio.sleep(delay)
+
+    pool = BindingPool(
+        kube=client, reporter=reporter, metrics=metrics, binder_id="binder-test",
+        workers=workers, max_pending=max_pending, backoff_base=backoff_base,
+        backoff_cap=backoff_cap, sleep=recording_sleep, rng=random.Random(7),
+    )  # fmt: skip
+    pool.start()
+    server = await grpcsrv.serve(
+        listen="127.0.0.1:0",
+        servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, BinderServicer(pool))],
+        service_names=["splitsched.v1.Binder"],
+    )
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
+    h = Harness(
+        kube=kube, scheduler=fake_scheduler, pool=pool, reporter=reporter, metrics=metrics,
+        stub=binder_pb2_grpc.BinderStub(channel), sleeps=sleeps,
+        scheduler_port=scheduler_port,
+    )  # fmt: skip
+    try:
+        yield h
+    finally:
+        for hold in [*kube.holds, kube.hold_all]:
+            if hold is not None:
+                hold.set()
+        await pool.shutdown(0.5)
+        await reporter.close()
+        await channel.close()
+        await server.stop(0)
+        if sched_server is not None:
+            await sched_server.stop(0)
+        await client.close()
+        await runner.cleanup()
+
+
+async def eventually(
+    predicate: Callable[[], T], *, within: float = 10.0, interval: float = 0.01
+) -> T:
+    end = time.monotonic() + within
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(interval)
+
+
+def run(coro: Coroutine[Any, Any, None]) -> None:
+    asyncio.run(asyncio.wait_for(coro, timeout=60))
+
+
+def deadline_in(seconds: float) -> Timestamp:
+    ts = Timestamp()
+    ts.FromNanoseconds(int((time.time() + seconds) * 1e9))
+    return ts
+
+
+def bind_request(
+    decision_id: str,
+    name: str,
+    *,
+    node: str = "node-a",
+    uid: str | None = None,
+    namespace: str = "ns",
+    max_attempts: int = 0,
+    deadline: float = 30.0,
+) -> binder_pb2.BindRequest:
+    return binder_pb2.BindRequest(
+        decision_id=decision_id,
+        pod=types_pb2.PodRef(namespace=namespace, name=name, uid=uid or f"uid-{name}"),
+        node=node,
+        node_version=3,
+        max_attempts=max_attempts,
+        deadline=deadline_in(deadline),
+        trace_context={"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
+        profile="splitsched",
+    )
+
+
+def add_pod(h: Harness, name: str, *, node: str = "", namespace: str = "ns") -> None:
+    h.kube.pods[(namespace, name)] = FakePod(uid=f"uid-{name}", node=node)
+
+
+async def accept(h: Harness, request: binder_pb2.BindRequest) -> None:
+    response = await h.stub.Bind(request)
+    assert response.accepted, response.reason
+    assert response.decision_id == request.decision_id
+
+
+# -- outcome classes -----------------------------------------------------------------------
+
+
+def test_201_is_bound_and_reports_every_field_then_writes_scheduled_event() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            await accept(h, bind_request("d1", "p1", node="node-a"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.BOUND
+            assert outcome.pod == types_pb2.PodRef(namespace="ns", name="p1", uid="uid-p1")
+            assert outcome.node == "node-a"
+            assert outcome.attempts == 1
+            assert outcome.last_http_status == 201
+            assert outcome.binder_id == "binder-test"
+            assert outcome.trace_context["traceparent"].startswith("00-111")
+            assert abs(outcome.finished_at.ToNanoseconds() / 1e9 - time.time()) < 10
+            # The Binding body: pod uid as a precondition, the node as target.
+            (_, ns, name, sent) = h.kube.bindings[0]
+            assert (ns, name) == ("ns", "p1")
+            assert sent == {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "p1", "namespace": "ns", "uid": "uid-p1"},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": "node-a"},
+            }
+            assert h.kube.pods[("ns", "p1")].node == "node-a"
+            events = await eventually(lambda: h.kube.events)
+            event = events[0]
+            assert event["reason"] == "Scheduled"
+            assert event["type"] == "Normal"
+            assert event["action"] == "Binding"
+            assert event["note"] == "Successfully assigned ns/p1 to node-a"
+            assert event["reportingController"] == "splitsched"
+            assert event["reportingInstance"]
+            assert event["regarding"] == {
+                "apiVersion": "v1", "kind": "Pod", "namespace": "ns", "name": "p1",
+                "uid": "uid-p1",
+            }  # fmt: skip
+            assert event["metadata"]["namespace"] == "ns"
+            assert event["eventTime"].endswith("Z")
+            assert (
+                h.metrics.registry.get_sample_value(
+                    "splitsched_binder_outcomes_total", {"result": "BOUND"}
+                )
+                == 1.0
+            )
+
+    run(body())
+
+
+def test_409_already_on_the_same_node_is_bound() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1", node="node-a")  # an earlier attempt's response was lost
+            await accept(h, bind_request("d1", "p1", node="node-a"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.BOUND
+            assert outcome.last_http_status == 409
+            assert outcome.attempts == 1
+
+    run(body())
+
+
+def test_409_on_another_node_is_conflict_and_writes_no_event() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1", node="node-b")
+            await accept(h, bind_request("d1", "p1", node="node-a"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.CONFLICT
+            assert "node-b" in outcome.message
+            assert h.kube.pods[("ns", "p1")].node == "node-b"
+            await asyncio.sleep(0.1)
+            assert h.kube.events == []
+
+    run(body())
+
+
+def test_404_is_pod_gone() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            await accept(h, bind_request("d1", "missing"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.POD_GONE
+            assert outcome.last_http_status == 404
+            assert outcome.attempts == 1
+
+    run(body())
+
+
+def test_recreated_pod_with_another_uid_is_pod_gone_and_not_bound() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            h.kube.pods[("ns", "p1")].uid = "uid-new"
+            await accept(h, bind_request("d1", "p1", uid="uid-old"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.POD_GONE
+            assert "re-created" in outcome.message
+            assert h.kube.pods[("ns", "p1")].node == ""
+
+    run(body())
+
+
+def test_409_for_a_pod_being_deleted_is_pod_gone() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            h.kube.pods[("ns", "p1")].deleting = True
+            h.kube.script[("ns", "p1")] = [Scripted(409, message="pod p1 is being deleted")]
+            await accept(h, bind_request("d1", "p1"))
+            assert (await h.outcome("d1")).result == Outcome.POD_GONE
+
+    run(body())
+
+
+def test_other_4xx_is_failed_with_the_api_message_without_retry() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p1")] = [Scripted(403, message="binding is forbidden")]
+            await accept(h, bind_request("d1", "p1"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.FAILED
+            assert "binding is forbidden" in outcome.message
+            assert outcome.last_http_status == 403
+            assert outcome.attempts == 1
+            assert h.kube.binding_count("p1") == 1
+
+    run(body())
+
+
+# -- retries -------------------------------------------------------------------------------
+
+
+def test_5xx_and_connection_reset_are_retried_with_jittered_backoff() -> None:
+    async def body() -> None:
+        async with harness(backoff_base=0.01, backoff_cap=0.05) as h:
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p1")] = [
+                Scripted(500),
+                Scripted(reset=True),
+                Scripted(503),
+                Scripted(201),
+            ]
+            await accept(h, bind_request("d1", "p1", max_attempts=5))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.BOUND
+            assert outcome.attempts == 4
+            assert outcome.last_http_status == 201
+            assert h.kube.binding_count("p1") == 4
+            # Three backoffs, each within full jitter's bound min(cap, base * 2**(n-1)).
+            assert len(h.sleeps) == 3
+            for n, delay in enumerate(h.sleeps, start=1):
+                assert 0.0 <= delay <= min(0.05, 0.01 * 2 ** (n - 1))
+            assert h.attempts_metric("500") == 1
+            assert h.attempts_metric("error") == 1
+            assert h.attempts_metric("503") == 1
+            assert h.attempts_metric("201") == 1
+
+    run(body())
+
+
+def test_429_retry_after_is_honoured() -> None:
+    async def body() -> None:
+        async with harness(backoff_base=0.001, backoff_cap=0.002) as h:
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p1")] = [Scripted(429, retry_after="1")]
+            await accept(h, bind_request("d1", "p1"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.BOUND
+            assert outcome.attempts == 2
+            first, second = h.kube.bindings[0][0], h.kube.bindings[1][0]
+            assert second - first >= 0.95  # waited Retry-After, not the 2 ms backoff
+            assert h.sleeps == [1.0]
+
+    run(body())
+
+
+def test_max_attempts_exhausted_is_deadline_exceeded() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p1")] = [Scripted(500) for _ in range(10)]
+            await accept(h, bind_request("d1", "p1", max_attempts=3))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.DEADLINE_EXCEEDED
+            assert outcome.attempts == 3
+            assert outcome.last_http_status == 500
+            assert h.kube.binding_count("p1") == 3
+
+    run(body())
+
+
+def test_default_and_capped_max_attempts() -> None:
+    async def body() -> None:
+        async with harness(backoff_base=0.0005, backoff_cap=0.001) as h:
+            add_pod(h, "p1")
+            add_pod(h, "p2")
+            h.kube.script[("ns", "p1")] = [Scripted(500) for _ in range(50)]
+            h.kube.script[("ns", "p2")] = [Scripted(500) for _ in range(50)]
+            await accept(h, bind_request("d1", "p1", max_attempts=0))  # default 5
+            await accept(h, bind_request("d2", "p2", max_attempts=1000))  # capped at 20
+            assert (await h.outcome("d1")).attempts == 5
+            assert (await h.outcome("d2")).attempts == 20
+
+    run(body())
+
+
+def test_deadline_stops_retries() -> None:
+    async def body() -> None:
+        async with harness(backoff_base=0.05, backoff_cap=0.1) as h:
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p1")] = [Scripted(500) for _ in range(100)]
+            started = time.monotonic()
+            await accept(h, bind_request("d1", "p1", max_attempts=20, deadline=0.4))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.DEADLINE_EXCEEDED
+            assert 1 <= outcome.attempts < 20
+            assert time.monotonic() - started < 2.0
+            # A Retry-After beyond the deadline ends it at once rather than sleeping.
+            add_pod(h, "p2")
+            h.kube.script[("ns", "p2")] = [Scripted(429, retry_after="30")]
+            started = time.monotonic()
+            await accept(h, bind_request("d2", "p2", deadline=5))
+            outcome = await h.outcome("d2")
+            assert outcome.result == Outcome.DEADLINE_EXCEEDED
+            assert outcome.last_http_status == 429
+            assert time.monotonic() - started < 3.0
+
+    run(body())
+
+
+# -- the gRPC surface ----------------------------------------------------------------------
+
+
+def test_invalid_requests_are_refused_with_a_reason() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            good = bind_request("d1", "p1")
+            cases: list[tuple[binder_pb2.BindRequest, str]] = []
+            r = binder_pb2.BindRequest()
+            r.CopyFrom(good)
+            r.decision_id = ""
+            cases.append((r, "decision_id"))
+            for attr, text in (("namespace", "pod.namespace"), ("name", "pod.name"),
+                               ("uid", "pod.uid")):  # fmt: skip
+                r = binder_pb2.BindRequest()
+                r.CopyFrom(good)
+                setattr(r.pod, attr, "")
+                cases.append((r, text))
+            r = binder_pb2.BindRequest()
+            r.CopyFrom(good)
+            r.node = ""
+            cases.append((r, "node"))
+            r = binder_pb2.BindRequest()
+            r.CopyFrom(good)
+            r.deadline.CopyFrom(deadline_in(-1))
+            cases.append((r, "deadline"))
+            r = binder_pb2.BindRequest()
+            r.CopyFrom(good)
+            r.ClearField("deadline")
+            cases.append((r, "deadline"))
+            for request, word in cases:
+                response = await h.stub.Bind(request)
+                assert not response.accepted
+                assert word in response.reason
+            batch = await h.stub.BindBatch(
+                binder_pb2.BindBatchRequest(requests=[cases[0][0], good])
+            )
+            assert [x.accepted for x in batch.responses] == [False, True]
+            assert batch.responses[1].decision_id == "d1"
+            assert (await h.outcome("d1")).result == Outcome.POD_GONE
+            assert h.kube.binding_count("p1") == 1
+
+    run(body())
+
+
+def test_same_decision_id_is_accepted_once_and_never_bound_twice() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            release = asyncio.Event()
+            h.kube.script[("ns", "p1")] = [Scripted(201, hold=release)]
+            await accept(h, bind_request("d1", "p1"))
+            await eventually(lambda: h.kube.bindings)
+            await accept(h, bind_request("d1", "p1"))  # while in flight
+            release.set()
+            await h.outcome("d1")
+            # After it finished: accepted, the outcome re-reported, no second Binding.
+            await accept(h, bind_request("d1", "p1"))
+            await eventually(lambda: len(h.scheduler.for_decision("d1")) == 2)
+            assert h.kube.binding_count("p1") == 1
+            assert [o.result for o in h.scheduler.for_decision("d1")] == [Outcome.BOUND] * 2
+
+    run(body())
+
+
+def test_full_queue_refuses_with_a_reason() -> None:
+    async def body() -> None:
+        async with harness(workers=1, max_pending=2) as h:
+            h.kube.hold_all = asyncio.Event()
+            for i in range(3):
+                add_pod(h, f"p{i}")
+            await accept(h, bind_request("d0", "p0"))
+            await eventually(lambda: h.kube.bindings)  # the only worker is busy
+            await accept(h, bind_request("d1", "p1"))
+            await accept(h, bind_request("d2", "p2"))
+            response = await h.stub.Bind(bind_request("d3", "p3"))
+            assert not response.accepted
+            assert "queue full" in response.reason
+            h.kube.hold_all.set()
+            for d in ("d0", "d1", "d2"):
+                assert (await h.outcome(d)).result == Outcome.BOUND
+
+    run(body())
+
+
+def test_preempt_is_not_implemented_yet() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            ack = await h.stub.Preempt(
+                binder_pb2.PreemptRequest(
+                    decision_id="x",
+                    preemptor=types_pb2.PodRef(namespace="ns", name="p"),
+                    node="n",
+                )
+            )
+            assert not ack.accepted
+            assert ack.reason == "preemption not implemented yet"
+            ack = await h.stub.Preempt(binder_pb2.PreemptRequest())
+            assert not ack.accepted
+            assert "invalid" in ack.reason
+
+    run(body())
+
+
+def test_report_unschedulable_writes_event_and_condition() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            message = "0/3 nodes are available: 3 Insufficient cpu."
+            ack = await h.stub.ReportUnschedulable(
+                binder_pb2.UnschedulableReport(
+                    pod=types_pb2.PodRef(namespace="ns", name="p1", uid="uid-p1"),
+                    message=message,
+                    reason="Unschedulable",
+                    profile="splitsched",
+                )
+            )
+            assert ack.accepted, ack.reason
+            events = await eventually(lambda: h.kube.events)
+            assert events[0]["reason"] == "FailedScheduling"
+            assert events[0]["type"] == "Warning"
+            assert events[0]["note"] == message
+            assert events[0]["regarding"]["uid"] == "uid-p1"
+            ns, name, content_type, patch = (await eventually(lambda: h.kube.patches))[0]
+            assert (ns, name) == ("ns", "p1")
+            assert content_type == "application/strategic-merge-patch+json"
+            (condition,) = patch["status"]["conditions"]
+            assert condition["type"] == "PodScheduled"
+            assert condition["status"] == "False"
+            assert condition["reason"] == "Unschedulable"
+            assert condition["message"] == message
+            ack = await h.stub.ReportUnschedulable(binder_pb2.UnschedulableReport())
+            assert not ack.accepted
+
+    run(body())
+
+
+# -- reporting -----------------------------------------------------------------------------
+
+
+def test_outcomes_are_buffered_while_the_scheduler_is_down_and_delivered_later() -> None:
+    async def body() -> None:
+        async with harness(scheduler_up=False) as h:
+            for i in range(3):
+                add_pod(h, f"p{i}")
+                await accept(h, bind_request(f"d{i}", f"p{i}"))
+            await eventually(lambda: h.reporter.backlog == 3 and not h.reporter.connected)
+            assert h.metrics.registry.get_sample_value("splitsched_binder_report_backlog") == 3
+            server, _ = await start_scheduler(h.scheduler, port=h.scheduler_port)
+            try:
+                await eventually(lambda: h.reporter.backlog == 0, within=15)
+                assert {o.decision_id for o in h.scheduler.outcomes} == {"d0", "d1", "d2"}
+                assert all(o.result == Outcome.BOUND for o in h.scheduler.outcomes)
+                assert h.reporter.connected
+                # Decisions finished after the reconnect are reported too.
+                add_pod(h, "p9")
+                await accept(h, bind_request("d9", "p9"))
+                assert (await h.outcome("d9")).result == Outcome.BOUND
+            finally:
+                await server.stop(0)
+
+    run(body())
+
+
+def test_reporter_blocks_workers_instead_of_dropping() -> None:
+    async def body() -> None:
+        metrics = BinderMetrics()
+        port = free_port()
+        reporter = OutcomeReporter(
+            target=f"127.0.0.1:{port}", binder_id="b", metrics=metrics, max_buffer=2,
+            backoff_base=0.01, backoff_cap=0.05, rpc_timeout=0.5,
+        )  # fmt: skip
+        await reporter.start()
+        try:
+            await reporter.put(Outcome(decision_id="a"))
+            await reporter.put(Outcome(decision_id="b"))
+            third = asyncio.create_task(reporter.put(Outcome(decision_id="c")))
+            await asyncio.sleep(0.2)
+            assert not third.done()  # blocked, nothing dropped
+            fake = FakeScheduler()
+            server, _ = await start_scheduler(fake, port=port)
+            try:
+                await asyncio.wait_for(third, timeout=10)
+                assert await reporter.flush(within=10)
+                assert [o.decision_id for o in fake.outcomes] == ["a", "b", "c"]
+            finally:
+                await server.stop(0)
+        finally:
+            await reporter.close()
+
+    run(body())
+
+
+# -- shutdown ------------------------------------------------------------------------------
+
+
+def test_graceful_shutdown_fails_queued_finishes_running_refuses_new() -> None:
+    async def body() -> None:
+        async with harness(workers=1) as h:
+            release = asyncio.Event()
+            for i in range(3):
+                add_pod(h, f"p{i}")
+            h.kube.script[("ns", "p0")] = [Scripted(201, hold=release)]
+            await accept(h, bind_request("d0", "p0"))
+            await eventually(lambda: h.kube.bindings)
+            await accept(h, bind_request("d1", "p1"))
+            await accept(h, bind_request("d2", "p2"))
+            shutdown = asyncio.create_task(h.pool.shutdown(5.0))
+            for d in ("d1", "d2"):
+                outcome = await h.outcome(d)
+                assert outcome.result == Outcome.FAILED
+                assert outcome.message == "binder shutting down"
+                assert outcome.attempts == 0
+            response = await h.stub.Bind(bind_request("d3", "p3"))
+            assert not response.accepted
+            assert response.reason == "binder shutting down"
+            assert not shutdown.done()  # waiting for the running binding
+            release.set()
+            await asyncio.wait_for(shutdown, timeout=5)
+            assert (await h.outcome("d0")).result == Outcome.BOUND
+            assert h.kube.binding_count("p1") == 0
+
+    run(body())
+
+
+def test_shutdown_grace_expiry_reports_interrupted_bindings_as_failed() -> None:
+    async def body() -> None:
+        async with harness(workers=2) as h:
+            add_pod(h, "p0")
+            h.kube.script[("ns", "p0")] = [Scripted(201, hold=asyncio.Event())]  # never answers
+            await accept(h, bind_request("d0", "p0"))
+            await eventually(lambda: h.kube.bindings)
+            started = time.monotonic()
+            await h.pool.shutdown(0.3)
+            assert time.monotonic() - started < 2.0
+            outcome = await h.outcome("d0")
+            assert outcome.result == Outcome.FAILED
+            assert outcome.message.startswith("binder shutting down")
+
+    run(body())
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def test_backoff_delay_is_full_jitter_capped() -> None:
+    rng = random.Random(1)
+    for attempt in range(1, 12):
+        bound = min(5.0, 0.1 * 2 ** (attempt - 1))
+        delays = [backoff_delay(attempt, base=0.1, cap=5.0, rng=rng) for _ in range(200)]
+        assert all(0.0 <= d <= bound for d in delays)
+        assert max(delays) > bound * 0.8  # spread over the whole range, not a fixed delay
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after("3") == 3.0
+    assert parse_retry_after(None) is None
+    assert parse_retry_after("soon") is None
+    now = 1_700_000_000.0
+    assert parse_retry_after("Tue, 14 Nov 2023 22:13:30 GMT", now=now) == 10.0
+    assert parse_retry_after("Tue, 14 Nov 2023 22:13:00 GMT", now=now) == 0.0
