@@ -9,13 +9,13 @@ resources) and Score. Uses plain requests, not the non-zero defaults Fit scores 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import FloatArray, IntArray, NodeTable
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.plugins.resources_fit import (
     allocatable_and_requested,
     parse_resources,
@@ -25,23 +25,52 @@ from splitsched.core.plugins.resources_fit import (
 _PRESCORE_KEY = "PreScoreNodeResourcesBalancedAllocation"
 
 
-def balanced_scores(alloc: IntArray, req: IntArray) -> IntArray:
-    """balancedResourceScorer per row of [rows, resources] matrices; resources with nothing
-    allocatable are left out. Follows kube-scheduler's float steps so truncation agrees."""
-    present = alloc > 0
-    frac = np.where(present, req / np.where(present, alloc, 1), 0.0)
-    frac = np.minimum(frac, 1.0)
-    count = present.sum(axis=1)
-    # Two fractions: |f1 - f2| / 2, exactly as kube-scheduler does it.
-    hi = np.where(present, frac, -np.inf).max(axis=1, initial=-np.inf)
-    lo = np.where(present, frac, np.inf).min(axis=1, initial=np.inf)
-    std2 = np.where(count == 2, (hi - lo) / 2, 0.0)
-    # More than two: the population standard deviation.
-    safe_count = np.where(count > 0, count, 1)
-    mean = frac.sum(axis=1) / safe_count
-    dev = np.where(present, frac - mean[:, None], 0.0)
-    std_n = np.sqrt((dev * dev).sum(axis=1) / safe_count)
-    std = np.where(count > 2, std_n, std2)
+def balanced_scores(
+    allocs: Sequence[IntArray | None], reqs: Sequence[IntArray | None], size: int
+) -> IntArray:
+    """balancedResourceScorer per row from per-resource allocatable and requested columns;
+    resources with nothing allocatable on a row are left out of it. Follows
+    kube-scheduler's float steps (and summation order) so the truncation agrees."""
+    fracs: list[FloatArray] = []
+    masks: list[BoolArray] = []
+    everywhere = True
+    for alloc, req in zip(allocs, reqs, strict=True):
+        if alloc is None or req is None:
+            continue
+        present = alloc > 0
+        if present.all():
+            fracs.append(np.minimum(req / alloc, 1.0))
+        else:
+            everywhere = False
+            frac = np.minimum(req / np.where(present, alloc, 1), 1.0)
+            fracs.append(np.where(present, frac, 0.0))
+        masks.append(present)
+    if not fracs:
+        return np.full(size, framework.MAX_NODE_SCORE, dtype=np.int64)
+    if everywhere and len(fracs) == 2:  # the default cpu + memory on nodes having both
+        fast: IntArray = ((1 - np.abs(fracs[0] - fracs[1]) / 2) * framework.MAX_NODE_SCORE).astype(
+            np.int64
+        )
+        return fast
+    count = np.zeros(size, dtype=np.int64)
+    total = np.zeros(size, dtype=np.float64)
+    hi = np.full(size, -np.inf)
+    lo = np.full(size, np.inf)
+    for frac, present in zip(fracs, masks, strict=True):
+        count += present
+        total += frac  # excluded resources add exactly 0.0
+        hi = np.where(present, np.maximum(hi, frac), hi)
+        lo = np.where(present, np.minimum(lo, frac), lo)
+    # Two fractions: |f1 - f2| / 2, as kube-scheduler computes it.
+    std = np.where(count == 2, (hi - lo) / 2, 0.0)
+    many = count > 2
+    if many.any():
+        mean = total / np.where(count > 0, count, 1)
+        sq = np.zeros(size, dtype=np.float64)
+        for frac, present in zip(fracs, masks, strict=True):
+            dev = np.where(present, frac - mean, 0.0)
+            sq += dev * dev
+        std = np.where(many, np.sqrt(sq / np.where(count > 0, count, 1)), std)
     scores: IntArray = ((1 - std) * framework.MAX_NODE_SCORE).astype(np.int64)
     return scores
 
@@ -79,8 +108,8 @@ class NodeResourcesBalancedAllocation:
         reqs = self._pod_requests(state, pod, table)
         if not any(reqs):
             return np.zeros(rows.size, dtype=np.float64)
-        alloc, req = allocatable_and_requested(table, rows, self.resources, reqs, nonzero=False)
-        return balanced_scores(alloc, req).astype(np.float64)
+        allocs, reqd = allocatable_and_requested(table, rows, self.resources, reqs, nonzero=False)
+        return balanced_scores(allocs, reqd, rows.size).astype(np.float64)
 
     def normalize(
         self, state: framework.CycleState, pod: models.Pod, scores: FloatArray

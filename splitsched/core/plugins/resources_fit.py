@@ -104,6 +104,12 @@ def pod_score_requests(
     return out
 
 
+def _column(matrix: IntArray, col: int, rows: IntArray) -> IntArray:
+    """matrix[rows, col]; rows are sorted and distinct, so all of them means a plain view."""
+    column = matrix[:, col]
+    return column if rows.size == matrix.shape[0] else column[rows]
+
+
 def allocatable_and_requested(
     table: NodeTable,
     rows: IntArray,
@@ -111,24 +117,25 @@ def allocatable_and_requested(
     pod_requests: Sequence[int],
     *,
     nonzero: bool,
-) -> tuple[IntArray, IntArray]:
-    """[rows, resources] matrices of allocatable and requested-after-placing-the-pod, with
-    (0, 0) where kube-scheduler's calculateResourceAllocatableRequest skips a resource (an
-    extended resource the pod does not request, or one the table has never seen)."""
-    alloc = np.zeros((rows.size, len(resources)), dtype=np.int64)
-    req = np.zeros((rows.size, len(resources)), dtype=np.int64)
-    for i, (name, pod_req) in enumerate(zip(resources, pod_requests, strict=True)):
-        if pod_req == 0 and is_scalar_resource(name):
-            continue
+) -> tuple[list[IntArray | None], list[IntArray | None]]:
+    """Per scored resource, allocatable and requested-after-placing-the-pod over `rows`;
+    None where kube-scheduler's calculateResourceAllocatableRequest returns (0, 0) for every
+    node (an extended resource the pod does not request, or one no node has ever had).
+    `rows` must be sorted and distinct (feasible rows are)."""
+    allocs: list[IntArray | None] = []
+    reqs: list[IntArray | None] = []
+    for name, pod_req in zip(resources, pod_requests, strict=True):
         col = table.column(name)
-        if col is None:
+        if col is None or (pod_req == 0 and is_scalar_resource(name)):
+            allocs.append(None)
+            reqs.append(None)
             continue
-        alloc[:, i] = table.allocatable[rows, col]
+        allocs.append(_column(table.allocatable, col, rows))
         if nonzero and col in (COL_CPU, COL_MEMORY):
-            req[:, i] = table.nonzero_requested[rows, col] + pod_req
+            reqs.append(_column(table.nonzero_requested, col, rows) + pod_req)
         else:
-            req[:, i] = table.requested[rows, col] + pod_req
-    return alloc, req
+            reqs.append(_column(table.requested, col, rows) + pod_req)
+    return allocs, reqs
 
 
 def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
@@ -217,8 +224,10 @@ class NodeResourcesFit:
         s = self._state(state, pod, table)
         if s.unknown:
             return np.zeros(table.n, dtype=np.bool_)
-        free = table.allocatable[:, s.cols] - table.requested[:, s.cols]
-        fits: BoolArray = np.all(free >= s.need, axis=1)
+        alloc, requested = table.allocatable, table.requested
+        fits = np.ones(table.n, dtype=np.bool_)
+        for col, need in zip(s.cols.tolist(), s.need.tolist(), strict=True):
+            fits &= alloc[:, col] - requested[:, col] >= need
         return fits
 
     def failure_reasons(
@@ -263,32 +272,50 @@ class NodeResourcesFit:
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
     ) -> FloatArray:
         pod_reqs = self._score_requests(state, pod, table)
-        alloc, req = allocatable_and_requested(table, rows, self.resources, pod_reqs, nonzero=True)
-        return self.score_matrix(alloc, req).astype(np.float64)
+        allocs, reqs = allocatable_and_requested(
+            table, rows, self.resources, pod_reqs, nonzero=True
+        )
+        return self.score_matrix(allocs, reqs, rows.size).astype(np.float64)
 
-    def score_matrix(self, alloc: IntArray, req: IntArray) -> IntArray:
-        """The strategy's score per row from [rows, resources] allocatable and requested;
-        a resource with nothing allocatable is left out of the weighted average."""
-        present = alloc > 0
-        safe = np.where(present, alloc, 1)
+    def score_matrix(
+        self, allocs: Sequence[IntArray | None], reqs: Sequence[IntArray | None], size: int
+    ) -> IntArray:
+        """The strategy's score per row from per-resource allocatable and requested columns;
+        a resource with nothing allocatable on a row is left out of that row's weighted
+        average. Column by column: a few 1-D operations per resource."""
+        total = np.zeros(size, dtype=np.int64)
+        wsum: IntArray | int = 0
+        for alloc, req, weight in zip(allocs, reqs, self.weights.tolist(), strict=True):
+            if alloc is None or req is None:
+                continue
+            present = alloc > 0
+            everywhere = bool(present.all())  # the common case: skip the masking
+            safe = alloc if everywhere else np.where(present, alloc, 1)
+            if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
+                fits = present & (req <= alloc)
+                util = np.where(fits, req * MAX_UTILIZATION // safe, MAX_UTILIZATION)
+                per = broken_linear(self.shape, util)
+                present &= per > 0
+                everywhere = False
+            elif self.strategy == MOST_ALLOCATED:
+                per = np.minimum(req, alloc) * framework.MAX_NODE_SCORE // safe
+            else:
+                per = np.maximum(alloc - req, 0) * framework.MAX_NODE_SCORE // safe
+            if everywhere:
+                total += per * weight
+                wsum = wsum + weight
+            else:
+                total += np.where(present, per * weight, 0)
+                wsum = wsum + np.where(present, weight, 0)
+        if isinstance(wsum, int):
+            return total // wsum if wsum else total
+        safe_wsum = np.where(wsum > 0, wsum, 1)
         if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            util = np.where(present & (req <= alloc), req * MAX_UTILIZATION // safe, 100)
-            per = broken_linear(self.shape, util)
-            counted = present & (per > 0)
-            weights = np.where(counted, self.weights, 0)
-            total = (per * weights).sum(axis=1)
-            wsum = weights.sum(axis=1)
-            avg = np.floor(total / np.where(wsum > 0, wsum, 1) + 0.5).astype(np.int64)
-            return np.where(wsum > 0, avg, 0)
-        if self.strategy == MOST_ALLOCATED:
-            per = np.minimum(req, alloc) * framework.MAX_NODE_SCORE // safe
+            # math.Round: half away from zero (scores are never negative).
+            result: IntArray = np.floor(total / safe_wsum + 0.5).astype(np.int64)
         else:
-            per = np.where(req > alloc, 0, (alloc - req) * framework.MAX_NODE_SCORE // safe)
-        weights = np.where(present, self.weights, 0)
-        total = (per * weights).sum(axis=1)
-        wsum = weights.sum(axis=1)
-        result: IntArray = np.where(wsum > 0, total // np.where(wsum > 0, wsum, 1), 0)
-        return result
+            result = total // safe_wsum
+        return np.where(wsum > 0, result, 0)
 
     def normalize(
         self, state: framework.CycleState, pod: models.Pod, scores: FloatArray
