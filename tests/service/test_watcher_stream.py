@@ -8,6 +8,8 @@ batches are checked by the real protobuf decoder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -372,3 +374,147 @@ def test_pdb_conversion() -> None:
     # A PDB without a selector selects nothing: the message stays unset.
     obj["spec"] = {}
     assert not listwatch.pdb_to_proto(obj).HasField("selector")
+
+
+# ---- the list/watch loop against a fake API server -------------------------------------
+
+
+class FakeApi:
+    """A tiny API server for one resource (nodes): paginated LIST and a WATCH fed from a
+    queue. The queue items are watch events, or "drop" (cut the connection) or "gone"
+    (an ERROR event with code 410)."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.rv = 100
+        self.watch_events: asyncio.Queue[Any] = asyncio.Queue()
+        self.requests: list[dict[str, str]] = []
+
+    def put(self, name: str, cpu: str = "4") -> dict[str, Any]:
+        self.rv += 1
+        obj = {"metadata": {"name": name, "uid": f"u-{name}", "resourceVersion": str(self.rv)},
+               "status": {"allocatable": {"cpu": cpu}}}  # fmt: skip
+        self.nodes[name] = obj
+        return obj
+
+    async def handle(self, request: Any) -> Any:
+        from aiohttp import web
+
+        params = dict(request.query)
+        self.requests.append(params)
+        assert request.headers.get("Authorization") == "Bearer tok"
+        if params.get("watch") != "1":
+            names = sorted(self.nodes)
+            start = int(params.get("continue") or 0)
+            limit = int(params["limit"])
+            page = names[start : start + limit]
+            meta: dict[str, str] = {"resourceVersion": str(self.rv)}
+            if start + limit < len(names):
+                meta["continue"] = str(start + limit)
+            return web.json_response({"items": [self.nodes[n] for n in page], "metadata": meta})
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        while True:
+            item = await self.watch_events.get()
+            if item == "drop":
+                assert request.transport is not None
+                request.transport.close()
+                return resp
+            gone = item == "gone"
+            if gone:  # the API server ends a watch after an ERROR event
+                item = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
+            await resp.write(json.dumps(item).encode() + b"\n")
+            if gone:
+                return resp
+
+
+def test_reflector_lists_watches_rewatches_and_relists_on_gone() -> None:
+    async def main() -> None:
+        import aiohttp
+        from aiohttp import web
+
+        api = FakeApi()
+        for i in range(5):
+            api.put(f"n{i}")
+        app = web.Application()
+        app.router.add_get("/api/v1/nodes", api.handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        hub = ring.ClusterHub(ring_size=100, first_sequence=1)
+        synced = asyncio.Event()
+        session = aiohttp.ClientSession()
+        reflector = listwatch.Reflector(
+            resource=listwatch.NODES,
+            hub=hub,
+            converter=listwatch.Converter(),
+            access=listwatch.KubeAccess(f"http://127.0.0.1:{port}", False, lambda: "tok"),
+            session=session,
+            metrics=listwatch.Metrics(None),
+            page_size=2,
+            on_synced=synced.set,
+            backoff_initial=0.01,
+        )
+        task = asyncio.create_task(reflector.run())
+
+        async def until(pred: Callable[[], bool]) -> None:
+            for _ in range(500):
+                if pred():
+                    return
+                await asyncio.sleep(0.01)
+            raise AssertionError("condition not reached")
+
+        try:
+            await asyncio.wait_for(synced.wait(), 5)
+            assert sorted(hub.keys(ring.NODE)) == [f"n{i}" for i in range(5)]
+            lists = [r for r in api.requests if r.get("watch") != "1"]
+            assert [r.get("continue") for r in lists] == [None, "2", "4"]  # 3 pages of 2
+            await until(lambda: any(r.get("watch") == "1" for r in api.requests))
+            first_watch = api.requests[-1]
+            assert first_watch["resourceVersion"] == "105"
+            assert first_watch["allowWatchBookmarks"] == "true"
+            assert "timeoutSeconds" in first_watch
+
+            api.watch_events.put_nowait({"type": "ADDED", "object": api.put("n5")})
+            api.watch_events.put_nowait(
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "200"}}}
+            )
+            await until(lambda: reflector.resource_version == "200")
+            assert hub.get(ring.NODE, "n5") is not None
+            # A cut connection: re-watch from the last resourceVersion (the bookmark's).
+            watches = sum(r.get("watch") == "1" for r in api.requests)
+            api.watch_events.put_nowait("drop")
+            await until(lambda: sum(r.get("watch") == "1" for r in api.requests) > watches)
+            assert api.requests[-1]["resourceVersion"] == "200"
+            # Gone while changes were missed: relist, emitting only the differences.
+            mark = hub.last_sequence
+            api.put("n1", cpu="8")  # modified
+            del api.nodes["n2"]  # deleted
+            api.put("n9")  # added
+            api.watch_events.put_nowait("gone")
+            await until(lambda: hub.last_sequence >= mark + 3)
+            events = hub.read_after(mark, limit=10)
+            assert events is not None
+            assert sorted((e.type, e.entry.key) for e in events) == sorted(
+                [(ring.MODIFIED, "n1"), (ring.DELETED, "n2"), (ring.ADDED, "n9")]
+            )
+            n1 = hub.get(ring.NODE, "n1")
+            assert n1 is not None
+            assert dict(watcher_pb2.ClusterEvent.FromString(n1.body).node.allocatable) == {
+                "cpu": 8000
+            }
+            # Deltas on the new watch still apply.
+            await until(lambda: api.requests[-1].get("watch") == "1")
+            api.watch_events.put_nowait({"type": "DELETED", "object": api.nodes.pop("n0")})
+            await until(lambda: hub.get(ring.NODE, "n0") is None)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            api.watch_events.put_nowait("drop")  # release the open watch handler
+            await session.close()
+            await runner.cleanup()
+
+    asyncio.run(main())
