@@ -32,6 +32,61 @@ _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
 
+# ---- pod-topology index types (see NodeTable._index_pod) ----------------------------------
+PodGroupKey = tuple[str, frozenset[tuple[str, str]], bool, str]
+"""(namespace, labels, deleting, controller owner uid): what a spread/affinity selector sees."""
+AffinityTermKey = tuple[int, str, tuple[tuple[str, str], ...], models.PodAffinityTerm]
+"""(weight, owner pod's namespace, owner's values of the term's (mis)matchLabelKeys, term)."""
+REQUIRED_AFFINITY = "requiredAffinity"
+REQUIRED_ANTI_AFFINITY = "requiredAntiAffinity"
+PREFERRED_AFFINITY = "preferredAffinity"
+PREFERRED_ANTI_AFFINITY = "preferredAntiAffinity"
+AFFINITY_TERM_KINDS = (
+    REQUIRED_AFFINITY,
+    REQUIRED_ANTI_AFFINITY,
+    PREFERRED_AFFINITY,
+    PREFERRED_ANTI_AFFINITY,
+)
+
+
+@dataclass(slots=True)
+class PodGroup:
+    """Assigned pods that look alike to a selector, counted per node name."""
+
+    namespace: str
+    labels: Mapping[str, str]
+    deleting: bool
+    owner: str
+    on_node: dict[str, int]
+
+
+def _bump(counts: dict[str, int], key: str, delta: int) -> None:
+    left = counts.get(key, 0) + delta
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
+
+
+def owner_key(pod: models.Pod) -> str:
+    """The pod's owner identity as PodGroup.owner holds it ("" when the pod has no owner)."""
+    if pod.owner is None:
+        return ""
+    return pod.owner.uid or f"{pod.owner.kind}/{pod.owner.name}"
+
+
+def _affinity_terms_of(pod: models.Pod) -> list[tuple[str, int, models.PodAffinityTerm]]:
+    out: list[tuple[str, int, models.PodAffinityTerm]] = []
+    for kind_req, kind_pref, aff in (
+        (REQUIRED_AFFINITY, PREFERRED_AFFINITY, pod.pod_affinity),
+        (REQUIRED_ANTI_AFFINITY, PREFERRED_ANTI_AFFINITY, pod.pod_anti_affinity),
+    ):
+        if aff is None:
+            continue
+        out.extend((kind_req, 0, t) for t in aff.required)
+        out.extend((kind_pref, w.weight, w.term) for w in aff.preferred)
+    return out
+
 
 @dataclass(frozen=True, slots=True)
 class PodVectors:
@@ -64,6 +119,7 @@ class NodeTable:
         self.pod_version = 0  # bumps when any pod is added to or removed from a row
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1
+        self._init_pod_indexes()
 
     # ---- sizes and views -------------------------------------------------------------
     @property
@@ -160,6 +216,8 @@ class NodeTable:
             return []
         last = self.n - 1
         pods = list(self.pods[row].values())
+        for pod in pods:
+            self._index_pod(name, pod, -1)
         if row != last:
             moved = self.names[last]
             self.names[row] = moved
@@ -217,6 +275,7 @@ class NodeTable:
         self._nonzero[row, 0] += vecs.nonzero_cpu
         self._nonzero[row, 1] += vecs.nonzero_memory
         self.pods[row][pod.uid] = pod
+        self._index_pod(node_name, pod, 1)
         ports = self.used_ports[row]
         for hp in pod.host_ports:
             key = (hp.protocol or "TCP", hp.host_ip or "0.0.0.0", hp.port)
@@ -231,6 +290,7 @@ class NodeTable:
         pod = self.pods[row].pop(uid, None)
         if pod is None:
             return None
+        self._index_pod(node_name, pod, -1)
         vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] -= vecs.request
         self._nonzero[row, 0] -= vecs.nonzero_cpu
@@ -245,6 +305,40 @@ class NodeTable:
                 ports.pop(key, None)
         self.pod_version += 1
         return pod
+
+    # ---- pod indexes for PodTopologySpread and InterPodAffinity -------------------------
+    # Begin section owned by the pod-topology plugins (topology_spread, inter_pod_affinity).
+    # Kept in step by add_pod/remove_pod/remove_node so those plugins never scan every pod:
+    # pods are grouped by what a label selector can see of them, and pods' own affinity
+    # terms are grouped by term, each with its pod count per node name (names, not rows,
+    # because rows move when a node is removed).
+
+    def _init_pod_indexes(self) -> None:
+        self.pod_groups: dict[PodGroupKey, PodGroup] = {}
+        self.affinity_terms: dict[str, dict[AffinityTermKey, dict[str, int]]] = {
+            kind: {} for kind in AFFINITY_TERM_KINDS
+        }
+
+    def _index_pod(self, node_name: str, pod: models.Pod, delta: int) -> None:
+        owner = owner_key(pod)
+        gkey: PodGroupKey = (pod.namespace, frozenset(pod.labels.items()), pod.deleting, owner)
+        group = self.pod_groups.get(gkey)
+        if group is None:
+            group = PodGroup(pod.namespace, dict(pod.labels), pod.deleting, owner, {})
+            self.pod_groups[gkey] = group
+        _bump(group.on_node, node_name, delta)
+        if not group.on_node:
+            del self.pod_groups[gkey]
+        for kind, weight, term in _affinity_terms_of(pod):
+            keys = (*term.match_label_keys, *term.mismatch_label_keys)
+            own = tuple((k, pod.labels[k]) for k in keys if k in pod.labels)
+            tkey: AffinityTermKey = (weight, pod.namespace, own, term)
+            per_node = self.affinity_terms[kind].setdefault(tkey, {})
+            _bump(per_node, node_name, delta)
+            if not per_node:
+                del self.affinity_terms[kind][tkey]
+
+    # End section owned by the pod-topology plugins.
 
     # ---- memoised indexes over node specs -------------------------------------------
     def _memo_get(self, key: tuple[object, ...]) -> object | None:

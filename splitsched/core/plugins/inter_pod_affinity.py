@@ -1,0 +1,353 @@
+"""InterPodAffinity: podAffinity / podAntiAffinity between the pod being scheduled and the pods
+already assigned (kube-scheduler's interpodaffinity plugin, v1.36 semantics).
+
+Built by `splitsched.core.profiles` from the `InterPodAffinity` pluginConfig args
+(`hardPodAffinityWeight`, `ignorePreferredTermsOfExistingPods`) and run by the scheduling
+algorithm at PreFilter/Filter and PreScore/Score/NormalizeScore. Existing pods' terms are read
+from `NodeTable.affinity_terms` (terms grouped by identity with a pod count per node) and
+existing pods are counted through `NodeTable.pod_groups`, so a pod without affinity in a
+cluster without required anti-affinity costs one dict check.
+
+Namespace selectors: the core has no Namespace objects. An empty namespaceSelector matches
+every namespace; a non-empty one matches the namespaces whose labels the service put in
+`InterPodAffinity.namespace_labels` (none by default), besides the term's `namespaces` list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from splitsched.core import framework, models
+from splitsched.core.nodetable import (
+    PREFERRED_AFFINITY,
+    PREFERRED_ANTI_AFFINITY,
+    REQUIRED_AFFINITY,
+    REQUIRED_ANTI_AFFINITY,
+    AffinityTermKey,
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeTable,
+    PodGroup,
+)
+from splitsched.core.plugins.topology_spread import count_pods_by_row, with_label_keys
+
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+_PREFILTER_KEY = "PreFilterInterPodAffinity"
+_PRESCORE_KEY = "PreScoreInterPodAffinity"
+_TERM_CACHE_LIMIT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """A pod affinity term resolved against the pod that owns it: the namespaces it looks
+    in and its selector with (mis)matchLabelKeys merged."""
+
+    selector: models.LabelSelector | None  # None matches nothing
+    namespaces: frozenset[str]
+    all_namespaces: bool
+    namespace_selector: models.LabelSelector | None  # a non-empty selector, else None
+    topology_key: str
+
+    def matches(
+        self,
+        namespace: str,
+        labels: Mapping[str, str],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> bool:
+        if self.selector is None:
+            return False
+        if not (
+            self.all_namespaces
+            or namespace in self.namespaces
+            or (
+                self.namespace_selector is not None
+                and namespace in namespace_labels
+                and self.namespace_selector.matches(namespace_labels[namespace])
+            )
+        ):
+            return False
+        return self.selector.matches(labels)
+
+
+def resolve_term(
+    term: models.PodAffinityTerm, *, namespace: str, labels: Mapping[str, str]
+) -> Term:
+    """kube-scheduler's AffinityTerm: with neither namespaces nor a namespaceSelector the
+    term looks in its owner's namespace; an empty namespaceSelector means all namespaces."""
+    ns_sel = term.namespace_selector
+    all_ns = ns_sel is not None and not ns_sel.match_labels and not ns_sel.match_expressions
+    if not term.namespaces and ns_sel is None:
+        namespaces = frozenset({namespace})
+    else:
+        namespaces = frozenset(term.namespaces)
+    return Term(
+        selector=with_label_keys(
+            term.label_selector,
+            labels,
+            match_keys=term.match_label_keys,
+            mismatch_keys=term.mismatch_label_keys,
+        ),
+        namespaces=namespaces,
+        all_namespaces=all_ns,
+        namespace_selector=None if all_ns else ns_sel,
+        topology_key=term.topology_key,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterState:
+    affinity_ok: BoolArray
+    anti_affinity_ok: BoolArray
+    existing_ok: BoolArray
+    mask: BoolArray
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    by_key: dict[str, FloatArray]  # topology key -> score per distinct label value
+
+
+class InterPodAffinity:
+    name: ClassVar[str] = "InterPodAffinity"
+    # Required affinity failures are UnschedulableAndUnresolvable in kube-scheduler, anti-
+    # affinity ones Unschedulable; one flag per plugin here, so preemption may try both.
+    resolvable_by_preemption: ClassVar[bool] = True
+    events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
+        {
+            framework.ClusterEvent.NODE_ADD,
+            framework.ClusterEvent.NODE_LABEL,
+            framework.ClusterEvent.ASSIGNED_POD_ADD,
+            framework.ClusterEvent.ASSIGNED_POD_UPDATE,
+            framework.ClusterEvent.ASSIGNED_POD_DELETE,
+        }
+    )
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        args = args or {}
+        weight = args.get("hardPodAffinityWeight", 1)
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 0 <= weight <= 100:
+            raise ValueError("hardPodAffinityWeight: must be an integer in [0, 100]")
+        ignore = args.get("ignorePreferredTermsOfExistingPods", False)
+        if not isinstance(ignore, bool):
+            raise ValueError("ignorePreferredTermsOfExistingPods: must be a boolean")
+        self.hard_pod_affinity_weight = weight
+        self.ignore_preferred_terms_of_existing_pods = ignore
+        # Namespace name -> labels, for non-empty namespaceSelectors (see module docstring).
+        self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
+        self._terms: dict[AffinityTermKey, Term] = {}
+
+    # ---- terms ---------------------------------------------------------------------------
+    def _existing_term(self, key: AffinityTermKey) -> Term:
+        term = self._terms.get(key)
+        if term is None:
+            if len(self._terms) >= _TERM_CACHE_LIMIT:
+                self._terms.clear()
+            _, namespace, own_labels, raw = key
+            term = resolve_term(raw, namespace=namespace, labels=dict(own_labels))
+            self._terms[key] = term
+        return term
+
+    def _group_matcher(self, terms: Sequence[Term]) -> Callable[[PodGroup], bool]:
+        ns_labels = self.namespace_labels
+
+        def match(g: PodGroup) -> bool:
+            return all(t.matches(g.namespace, g.labels, ns_labels) for t in terms)
+
+        return match
+
+    def _pod_matches(self, term: Term, pod: models.Pod) -> bool:
+        return term.matches(pod.namespace, pod.labels, self.namespace_labels)
+
+    # ---- PreFilter / Filter ----------------------------------------------------------------
+    def pre_filter(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> framework.Status:
+        fs = self._filter_state(pod, table)
+        if fs is None:
+            return framework.Status.skip()
+        state.write(_PREFILTER_KEY, fs)
+        return framework.Status.success()
+
+    def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
+        required = pod.pod_affinity.required if pod.pod_affinity else ()
+        required_anti = pod.pod_anti_affinity.required if pod.pod_anti_affinity else ()
+        existing_anti = table.affinity_terms[REQUIRED_ANTI_AFFINITY]
+        if not required and not required_anti and not existing_anti:
+            return None
+        n = table.n
+        affinity_ok = np.ones(n, dtype=np.bool_)
+        anti_ok = np.ones(n, dtype=np.bool_)
+        existing_ok = np.ones(n, dtype=np.bool_)
+
+        if required:
+            terms = [resolve_term(t, namespace=pod.namespace, labels=pod.labels) for t in required]
+            # An existing pod counts only when it matches every required term.
+            counts = count_pods_by_row(table, self._group_matcher(terms))
+            pods_exist = np.ones(n, dtype=np.bool_)
+            total = 0
+            for t in terms:
+                ids, values = table.label_values(t.topology_key)
+                has = ids >= 0
+                per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
+                total += int(per_domain.sum())
+                affinity_ok &= has  # every topology key must be on the node
+                pods_exist &= has & (per_domain[np.maximum(ids, 0)] > 0)
+            # The first pod of a group with affinity to itself: nothing matches anywhere yet.
+            first_pod = total == 0 and all(self._pod_matches(t, pod) for t in terms)
+            if not first_pod:
+                affinity_ok &= pods_exist
+
+        for raw in required_anti:
+            t = resolve_term(raw, namespace=pod.namespace, labels=pod.labels)
+            counts = count_pods_by_row(table, self._group_matcher([t]))
+            ids, values = table.label_values(t.topology_key)
+            has = ids >= 0
+            per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
+            anti_ok &= ~(has & (per_domain[np.maximum(ids, 0)] > 0))
+
+        # Existing pods' required anti-affinity terms that the incoming pod matches: their
+        # domains are closed to it.
+        forbidden: dict[str, set[int]] = {}
+        for key, on_node in existing_anti.items():
+            t = self._existing_term(key)
+            if not self._pod_matches(t, pod):
+                continue
+            ids, _ = table.label_values(t.topology_key)
+            closed = forbidden.setdefault(t.topology_key, set())
+            for node_name in on_node:
+                row = table.row_of.get(node_name)
+                if row is not None and ids[row] >= 0:
+                    closed.add(int(ids[row]))
+        for topology_key, closed in forbidden.items():
+            if closed:
+                ids, _ = table.label_values(topology_key)
+                existing_ok &= ~np.isin(ids, np.fromiter(closed, dtype=ids.dtype))
+
+        return _FilterState(affinity_ok, anti_ok, existing_ok, affinity_ok & anti_ok & existing_ok)
+
+    def _get_filter_state(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> _FilterState | None:
+        fs = state.read(_PREFILTER_KEY)
+        if isinstance(fs, _FilterState) and fs.mask.shape[0] == table.n:
+            return fs
+        return self._filter_state(pod, table)
+
+    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        fs = self._get_filter_state(state, pod, table)
+        if fs is None:
+            return np.ones(table.n, dtype=np.bool_)
+        return fs.mask
+
+    def failure_reasons(
+        self,
+        state: framework.CycleState,
+        pod: models.Pod,
+        table: NodeTable,
+        rows: Sequence[int],
+    ) -> list[tuple[str, ...]]:
+        fs = self._get_filter_state(state, pod, table)
+        out: list[tuple[str, ...]] = []
+        for row in rows:
+            if fs is None or not fs.affinity_ok[row]:
+                out.append((REASON_AFFINITY,))
+            elif not fs.anti_affinity_ok[row]:
+                out.append((REASON_ANTI_AFFINITY,))
+            else:
+                out.append((REASON_EXISTING_ANTI_AFFINITY,))
+        return out
+
+    # ---- PreScore / Score / NormalizeScore -----------------------------------------------
+    def pre_score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> framework.Status:
+        preferred = pod.pod_affinity.preferred if pod.pod_affinity else ()
+        preferred_anti = pod.pod_anti_affinity.preferred if pod.pod_anti_affinity else ()
+        if self.ignore_preferred_terms_of_existing_pods and not preferred and not preferred_anti:
+            return framework.Status.skip()
+        by_key: dict[str, FloatArray] = {}
+
+        def add(
+            topology_key: str, per_row: IntArray | None, on_node: Mapping[str, int], w: int
+        ) -> None:
+            """Credit `w` per matching pod to its node's domain, for pods on nodes that have
+            the topology key (kube-scheduler creates a score entry only for those)."""
+            ids, values = table.label_values(topology_key)
+            if per_row is not None:
+                has = ids >= 0
+                if not per_row[has].any():
+                    return
+                sums = np.bincount(ids[has], weights=per_row[has], minlength=len(values))
+            else:
+                sums = np.zeros(len(values), dtype=np.float64)
+                hit = False
+                for node_name, count in on_node.items():
+                    row = table.row_of.get(node_name)
+                    if row is not None and ids[row] >= 0:
+                        sums[ids[row]] += count
+                        hit = True
+                if not hit:
+                    return
+            acc = by_key.get(topology_key)
+            if acc is None:
+                acc = by_key[topology_key] = np.zeros(len(values), dtype=np.float64)
+            acc += w * sums
+
+        # The incoming pod's preferred terms against every existing pod.
+        for sign, weighted in ((1, preferred), (-1, preferred_anti)):
+            for wt in weighted:
+                t = resolve_term(wt.term, namespace=pod.namespace, labels=pod.labels)
+                counts = count_pods_by_row(table, self._group_matcher([t]))
+                add(t.topology_key, counts, {}, sign * wt.weight)
+
+        # Existing pods' terms that the incoming pod matches: preferred ones with their
+        # weight (negative for anti-affinity), required affinity with hardPodAffinityWeight.
+        kinds: list[tuple[str, int, int]] = [
+            (PREFERRED_AFFINITY, 1, 0),
+            (PREFERRED_ANTI_AFFINITY, -1, 0),
+        ]
+        if self.hard_pod_affinity_weight > 0:
+            kinds.append((REQUIRED_AFFINITY, 0, self.hard_pod_affinity_weight))
+        for kind, sign, fixed in kinds:
+            for key, on_node in table.affinity_terms[kind].items():
+                t = self._existing_term(key)
+                if self._pod_matches(t, pod):
+                    add(t.topology_key, None, on_node, fixed or sign * key[0])
+
+        # kube-scheduler skips scoring when no (topology key, value) pair was touched.
+        if not by_key:
+            return framework.Status.skip()
+        state.write(_PRESCORE_KEY, _ScoreState(by_key))
+        return framework.Status.success()
+
+    def score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> FloatArray:
+        ss = state.read(_PRESCORE_KEY)
+        rows = np.asarray(rows, dtype=np.int64)
+        total = np.zeros(len(rows), dtype=np.float64)
+        if not isinstance(ss, _ScoreState):
+            return total
+        for topology_key, per_value in ss.by_key.items():
+            ids = table.label_values(topology_key)[0][rows]
+            total += np.where(ids >= 0, per_value[np.maximum(ids, 0)], 0.0)
+        return total
+
+    def normalize(
+        self, state: framework.CycleState, pod: models.Pod, scores: FloatArray
+    ) -> FloatArray:
+        if not isinstance(state.read(_PRESCORE_KEY), _ScoreState) or scores.size == 0:
+            return scores
+        lo, hi = float(scores.min()), float(scores.max())
+        if hi - lo <= 0:
+            return np.zeros_like(scores)
+        # int64(float64(MaxNodeScore) * (s - min) / (max - min)): truncation.
+        return np.floor(framework.MAX_NODE_SCORE * ((scores - lo) / (hi - lo)))

@@ -1,0 +1,489 @@
+"""PodTopologySpread: spread a pod's group evenly over topology domains (kube-scheduler's
+podtopologyspread plugin, v1.36 semantics).
+
+Built by `splitsched.core.profiles` from the `PodTopologySpread` pluginConfig args and run by
+the scheduling algorithm at PreFilter/Filter (DoNotSchedule constraints) and
+PreScore/Score/NormalizeScore (ScheduleAnyway constraints). Matching pods are counted through
+`NodeTable.pod_groups` (pods grouped by namespace and labels), so a cycle costs one selector
+check per distinct group plus a few numpy operations over all rows; pods without constraints
+(and without system defaults) cost one attribute check.
+
+System default constraints (defaultingType System: hostname maxSkew 3 and zone maxSkew 5,
+ScheduleAnyway) need the selector of the pod's Services/ReplicaSet/StatefulSet/
+ReplicationController, which the core does not see. They are applied to pods whose owner is a
+ReplicaSet, StatefulSet or ReplicationController, counting the pods of the same owner (what
+that controller's selector matches in practice); pods owned by nothing else get no defaults.
+
+Also holds helpers the InterPodAffinity plugin shares: per-row pod counts over pod groups.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from splitsched.core import framework, models
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable, PodGroup
+
+REASON_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
+REASON_MISSING_LABEL = REASON_CONSTRAINTS + " (missing required label)"
+
+DO_NOT_SCHEDULE = "DoNotSchedule"
+SCHEDULE_ANYWAY = "ScheduleAnyway"
+HONOR = "Honor"
+LABEL_HOSTNAME = "kubernetes.io/hostname"
+LABEL_ZONE = "topology.kubernetes.io/zone"
+# Owner kinds whose selector kube-scheduler's DefaultSelector can use (besides Services).
+DEFAULTABLE_OWNER_KINDS = frozenset({"ReplicaSet", "StatefulSet", "ReplicationController"})
+
+SYSTEM_DEFAULT_CONSTRAINTS = (
+    models.TopologySpreadConstraint(
+        max_skew=3, topology_key=LABEL_HOSTNAME, when_unsatisfiable=SCHEDULE_ANYWAY
+    ),
+    models.TopologySpreadConstraint(
+        max_skew=5, topology_key=LABEL_ZONE, when_unsatisfiable=SCHEDULE_ANYWAY
+    ),
+)
+
+_PREFILTER_KEY = "PreFilterPodTopologySpread"
+_PRESCORE_KEY = "PreScorePodTopologySpread"
+
+
+# ---- shared helpers ----------------------------------------------------------------------
+def count_pods_by_row(table: NodeTable, match: Callable[[PodGroup], bool]) -> IntArray:
+    """Per row, how many assigned pods of the groups `match` accepts run there."""
+    out = np.zeros(table.n, dtype=np.int64)
+    row_of = table.row_of
+    for group in table.pod_groups.values():
+        if not match(group):
+            continue
+        on_node = group.on_node
+        if len(on_node) == 1:
+            for name, count in on_node.items():
+                out[row_of[name]] += count
+            continue
+        size = len(on_node)
+        rows = np.fromiter((row_of[name] for name in on_node), dtype=np.int64, count=size)
+        out[rows] += np.fromiter(on_node.values(), dtype=np.int64, count=size)
+    return out
+
+
+def with_label_keys(
+    selector: models.LabelSelector | None,
+    labels: Mapping[str, str],
+    *,
+    match_keys: Sequence[str] = (),
+    mismatch_keys: Sequence[str] = (),
+) -> models.LabelSelector | None:
+    """The selector ANDed with `key In (labels[key])` per matchLabelKey and `key NotIn
+    (labels[key])` per mismatchLabelKey (keys the labels lack are ignored). Idempotent, so a
+    selector the API server already merged these into is unchanged in meaning."""
+    extra = [
+        models.LabelSelectorRequirement(k, "In", (labels[k],)) for k in match_keys if k in labels
+    ]
+    extra += [
+        models.LabelSelectorRequirement(k, "NotIn", (labels[k],))
+        for k in mismatch_keys
+        if k in labels
+    ]
+    if not extra or selector is None:
+        return selector
+    return models.LabelSelector(
+        match_labels=selector.match_labels,
+        match_expressions=(*selector.match_expressions, *extra),
+    )
+
+
+def _requirement_ok(req: models.NodeSelectorRequirement, value: str | None) -> bool:
+    op = req.operator
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and len(req.values) == 1:
+        try:
+            have, want = int(value), int(req.values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    return False
+
+
+def _requirement_mask(
+    table: NodeTable, req: models.NodeSelectorRequirement, *, field: bool
+) -> BoolArray:
+    if field:  # matchFields: only metadata.name is supported by Kubernetes
+        if req.key != "metadata.name":
+            return np.zeros(table.n, dtype=np.bool_)
+        return np.fromiter(
+            (_requirement_ok(req, name) for name in table.names), dtype=np.bool_, count=table.n
+        )
+    ids, values = table.label_values(req.key)
+    per_value = np.fromiter(
+        (_requirement_ok(req, v) for v in (*values, None)), dtype=np.bool_, count=len(values) + 1
+    )
+    return per_value[ids]  # id -1 picks the trailing "label absent" entry
+
+
+def node_affinity_mask(table: NodeTable, pod: models.Pod) -> BoolArray:
+    """Rows matching the pod's nodeSelector and required node affinity (NodeAffinity's
+    Filter, used here for nodeAffinityPolicy Honor)."""
+    mask = np.ones(table.n, dtype=np.bool_)
+    for key, value in pod.node_selector.items():
+        mask &= table.label_equals(key, value)
+    required = pod.node_affinity.required if pod.node_affinity else None
+    if required is not None:
+        any_term = np.zeros(table.n, dtype=np.bool_)
+        for term in required:
+            if not term.match_expressions and not term.match_fields:
+                continue  # an empty term matches no node
+            t = np.ones(table.n, dtype=np.bool_)
+            for req in term.match_expressions:
+                t &= _requirement_mask(table, req, field=False)
+            for req in term.match_fields:
+                t &= _requirement_mask(table, req, field=True)
+            any_term |= t
+        mask &= any_term
+    return mask
+
+
+def tolerated_mask(table: NodeTable, pod: models.Pod) -> BoolArray:
+    """Rows whose NoSchedule/NoExecute taints the pod all tolerates (nodeTaintsPolicy Honor)."""
+    ids, groups = table.taint_groups()
+    ok = np.fromiter(
+        (
+            all(
+                any(tol.tolerates(taint) for tol in pod.tolerations)
+                for taint in taints
+                if taint.effect != models.TaintEffect.PREFER_NO_SCHEDULE
+            )
+            for taints in groups
+        ),
+        dtype=np.bool_,
+        count=len(groups),
+    )
+    return ok[ids] if len(groups) else np.ones(table.n, dtype=np.bool_)
+
+
+def _domain_sums(ids: IntArray, counts: IntArray, rows: BoolArray, size: int) -> IntArray:
+    """Per domain id, the sum of `counts` over the selected rows (one spare trailing slot, so
+    indexing with a clamped -1 is always in range)."""
+    sel = rows & (ids >= 0)
+    return np.bincount(ids[sel], weights=counts[sel], minlength=size + 1).astype(np.int64)
+
+
+# ---- the plugin ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Constraint:
+    """A constraint with its selector resolved for one pod."""
+
+    max_skew: int
+    topology_key: str
+    selector: models.LabelSelector | None  # None matches nothing
+    owner: str  # system/list defaults: count pods of this owner instead of a selector
+    min_domains: int
+    honor_affinity: bool
+    honor_taints: bool
+
+    def matches(self, namespace: str, labels: Mapping[str, str], owner: str) -> bool:
+        if self.owner:
+            return owner == self.owner
+        return self.selector is not None and self.selector.matches(labels)
+
+
+@dataclass(frozen=True, slots=True)
+class _FilterState:
+    constraints: tuple[_Constraint, ...]
+    has_key: tuple[BoolArray, ...]  # per constraint: rows carrying its topology key
+    too_skewed: tuple[BoolArray, ...]  # per constraint: rows where placing breaks maxSkew
+    mask: BoolArray
+
+
+@dataclass(frozen=True, slots=True)
+class _ScoreState:
+    constraints: tuple[_Constraint, ...]
+    require_all: bool
+    ignored: BoolArray | None = None  # set by score(): per scored row, missing a key
+
+
+class PodTopologySpread:
+    name: ClassVar[str] = "PodTopologySpread"
+    resolvable_by_preemption: ClassVar[bool] = True
+    events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
+        {
+            framework.ClusterEvent.NODE_ADD,
+            framework.ClusterEvent.NODE_DELETE,
+            framework.ClusterEvent.NODE_LABEL,
+            framework.ClusterEvent.NODE_TAINT,
+            framework.ClusterEvent.ASSIGNED_POD_ADD,
+            framework.ClusterEvent.ASSIGNED_POD_UPDATE,
+            framework.ClusterEvent.ASSIGNED_POD_DELETE,
+        }
+    )
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        args = args or {}
+        defaulting = args.get("defaultingType", "System")
+        given = args.get("defaultConstraints") or []
+        if defaulting not in ("System", "List"):
+            raise ValueError(f"defaultingType: must be System or List, got {defaulting!r}")
+        if not isinstance(given, list):
+            raise ValueError("defaultConstraints: expected a list")
+        if defaulting == "System" and given:
+            raise ValueError("defaultConstraints: must be empty when defaultingType is System")
+        self.system_defaulted = defaulting == "System"
+        self.default_constraints: tuple[models.TopologySpreadConstraint, ...] = (
+            SYSTEM_DEFAULT_CONSTRAINTS
+            if self.system_defaulted
+            else tuple(_parse_default(i, c) for i, c in enumerate(given))
+        )
+
+    # ---- constraints ---------------------------------------------------------------------
+    def _constraints(self, pod: models.Pod, action: str) -> tuple[_Constraint, ...]:
+        if pod.topology_spread_constraints:
+            return tuple(
+                _Constraint(
+                    max_skew=c.max_skew,
+                    topology_key=c.topology_key,
+                    selector=_spread_selector(c, pod.labels),
+                    owner="",
+                    min_domains=c.min_domains if c.min_domains is not None else 1,
+                    honor_affinity=c.node_affinity_policy == HONOR,
+                    honor_taints=c.node_taints_policy == HONOR,
+                )
+                for c in pod.topology_spread_constraints
+                if c.when_unsatisfiable == action
+            )
+        if (
+            not self.default_constraints
+            or pod.owner is None
+            or pod.owner.kind not in DEFAULTABLE_OWNER_KINDS
+        ):
+            return ()
+        owner = pod.owner.uid or f"{pod.owner.kind}/{pod.owner.name}"
+        return tuple(
+            _Constraint(
+                max_skew=c.max_skew,
+                topology_key=c.topology_key,
+                selector=None,
+                owner=owner,
+                min_domains=1,
+                honor_affinity=True,
+                honor_taints=False,
+            )
+            for c in self.default_constraints
+            if c.when_unsatisfiable == action
+        )
+
+    @staticmethod
+    def _counts(table: NodeTable, pod: models.Pod, c: _Constraint) -> IntArray:
+        ns = pod.namespace
+
+        def match(g: PodGroup) -> bool:
+            return g.namespace == ns and not g.deleting and c.matches(ns, g.labels, g.owner)
+
+        return count_pods_by_row(table, match)
+
+    # ---- PreFilter / Filter ----------------------------------------------------------------
+    def pre_filter(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> framework.Status:
+        fs = self._filter_state(pod, table)
+        if fs is None:
+            return framework.Status.skip()
+        state.write(_PREFILTER_KEY, fs)
+        return framework.Status.success()
+
+    def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
+        constraints = self._constraints(pod, DO_NOT_SCHEDULE)
+        if not constraints:
+            return None
+        n = table.n
+        has_key = tuple(table.label_exists(c.topology_key) for c in constraints)
+        has_all = np.logical_and.reduce(has_key) if n else np.zeros(0, dtype=np.bool_)
+        affinity: BoolArray | None = None
+        tolerated: BoolArray | None = None
+        mask = has_all.copy()
+        too_skewed: list[BoolArray] = []
+        for c, has in zip(constraints, has_key, strict=True):
+            eligible = has_all
+            if c.honor_affinity:
+                affinity = node_affinity_mask(table, pod) if affinity is None else affinity
+                eligible = eligible & affinity
+            if c.honor_taints:
+                tolerated = tolerated_mask(table, pod) if tolerated is None else tolerated
+                eligible = eligible & tolerated
+            ids, values = table.label_values(c.topology_key)
+            ids64 = ids.astype(np.int64)
+            per_domain = _domain_sums(ids64, self._counts(table, pod, c), eligible, len(values))
+            present = np.zeros(len(values) + 1, dtype=np.bool_)
+            present[ids64[eligible]] = True
+            n_domains = int(present.sum())
+            min_match = int(per_domain[present].min()) if n_domains >= c.min_domains else 0
+            self_match = int(c.matches(pod.namespace, pod.labels, _owner(pod)))
+            in_domain = np.where(has, per_domain[np.maximum(ids64, 0)], 0)
+            bad = has & (in_domain + self_match - min_match > c.max_skew)
+            too_skewed.append(bad)
+            mask &= ~bad
+        return _FilterState(constraints, has_key, tuple(too_skewed), mask)
+
+    def _get_filter_state(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> _FilterState | None:
+        fs = state.read(_PREFILTER_KEY)
+        if isinstance(fs, _FilterState) and fs.mask.shape[0] == table.n:
+            return fs
+        return self._filter_state(pod, table)
+
+    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        fs = self._get_filter_state(state, pod, table)
+        if fs is None:
+            return np.ones(table.n, dtype=np.bool_)
+        return fs.mask
+
+    def failure_reasons(
+        self,
+        state: framework.CycleState,
+        pod: models.Pod,
+        table: NodeTable,
+        rows: Sequence[int],
+    ) -> list[tuple[str, ...]]:
+        fs = self._get_filter_state(state, pod, table)
+        out: list[tuple[str, ...]] = []
+        for row in rows:
+            reason = REASON_CONSTRAINTS
+            if fs is not None:
+                # kube-scheduler checks constraints in order and reports the first failure.
+                for has, bad in zip(fs.has_key, fs.too_skewed, strict=True):
+                    if not has[row]:
+                        reason = REASON_MISSING_LABEL
+                        break
+                    if bad[row]:
+                        break
+            out.append((reason,))
+        return out
+
+    # ---- PreScore / Score / NormalizeScore -----------------------------------------------
+    def pre_score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> framework.Status:
+        constraints = self._constraints(pod, SCHEDULE_ANYWAY)
+        if not constraints or table.n == 0:
+            return framework.Status.skip()
+        # Only non-system-default rules require every key: a node without a zone label
+        # still gets hostname spreading from the system defaults.
+        require_all = bool(pod.topology_spread_constraints) or not self.system_defaulted
+        state.write(_PRESCORE_KEY, _ScoreState(constraints, require_all))
+        return framework.Status.success()
+
+    def score(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray
+    ) -> FloatArray:
+        ss = state.read(_PRESCORE_KEY)
+        if not isinstance(ss, _ScoreState):
+            return np.zeros(len(rows), dtype=np.float64)
+        rows = np.asarray(rows, dtype=np.int64)
+        has_key = [table.label_exists(c.topology_key) for c in ss.constraints]
+        has_all = np.logical_and.reduce(has_key)
+        ignored = ~has_all[rows] if ss.require_all else np.zeros(len(rows), dtype=np.bool_)
+        considered = rows[~ignored]
+        affinity: BoolArray | None = None
+        tolerated: BoolArray | None = None
+        total = np.zeros(len(rows), dtype=np.float64)
+        for c, has in zip(ss.constraints, has_key, strict=True):
+            counts = self._counts(table, pod, c)
+            ids, values = table.label_values(c.topology_key)
+            ids64 = ids.astype(np.int64)
+            if c.topology_key == LABEL_HOSTNAME:
+                size = len(considered)
+                in_domain = counts[rows]  # the node's own pods, no inclusion policy
+            else:
+                size = len(np.unique(ids64[considered]))  # a missing key counts as "" domain
+                eligible = has_all if ss.require_all else np.ones(table.n, dtype=np.bool_)
+                if c.honor_affinity:
+                    affinity = node_affinity_mask(table, pod) if affinity is None else affinity
+                    eligible = eligible & affinity
+                if c.honor_taints:
+                    tolerated = tolerated_mask(table, pod) if tolerated is None else tolerated
+                    eligible = eligible & tolerated
+                per_domain = _domain_sums(ids64, counts, eligible, len(values))
+                in_domain = per_domain[np.maximum(ids64[rows], 0)]
+            weight = math.log(size + 2)
+            part = in_domain * weight + (c.max_skew - 1)
+            total += np.where(has[rows], part, 0.0)
+        # Go's math.Round: halves away from zero (scores are never negative here).
+        raw = np.floor(total + 0.5)
+        raw[ignored] = 0.0
+        state.write(
+            _PRESCORE_KEY,
+            _ScoreState(ss.constraints, ss.require_all, ignored),
+        )
+        return raw
+
+    def normalize(
+        self, state: framework.CycleState, pod: models.Pod, scores: FloatArray
+    ) -> FloatArray:
+        ss = state.read(_PRESCORE_KEY)
+        if not isinstance(ss, _ScoreState) or scores.size == 0:
+            return scores
+        ignored = (
+            ss.ignored
+            if ss.ignored is not None and ss.ignored.shape == scores.shape
+            else np.zeros(scores.shape, dtype=np.bool_)
+        )
+        valid = scores[~ignored].astype(np.int64)
+        out = np.zeros(scores.shape, dtype=np.float64)
+        if valid.size == 0:
+            return out
+        lo, hi = int(valid.min()), int(valid.max())
+        if hi == 0:
+            out[~ignored] = framework.MAX_NODE_SCORE
+            return out
+        # Fewer matching pods score higher: MAX * (max + min - s) / max, integer division.
+        out[~ignored] = (framework.MAX_NODE_SCORE * (hi + lo - valid)) // hi
+        return out
+
+
+def _owner(pod: models.Pod) -> str:
+    if pod.owner is None:
+        return ""
+    return pod.owner.uid or f"{pod.owner.kind}/{pod.owner.name}"
+
+
+def _spread_selector(
+    c: models.TopologySpreadConstraint, labels: Mapping[str, str]
+) -> models.LabelSelector | None:
+    """The constraint's selector with matchLabelKeys merged in (a None selector merged with
+    keys becomes a selector of those keys, as kube-scheduler's mergeLabelSetWithSelector)."""
+    if c.label_selector is None:
+        pairs = tuple((k, labels[k]) for k in c.match_label_keys if k in labels)
+        return models.LabelSelector(match_labels=pairs) if pairs else None
+    return with_label_keys(c.label_selector, labels, match_keys=c.match_label_keys)
+
+
+def _parse_default(i: int, raw: Any) -> models.TopologySpreadConstraint:
+    where = f"defaultConstraints[{i}]"
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: expected a mapping")
+    if raw.get("labelSelector") is not None:
+        raise ValueError(f"{where}.labelSelector: not allowed in default constraints")
+    max_skew = raw.get("maxSkew")
+    key = raw.get("topologyKey")
+    action = raw.get("whenUnsatisfiable")
+    if not isinstance(max_skew, int) or max_skew <= 0:
+        raise ValueError(f"{where}.maxSkew: must be a positive integer")
+    if not isinstance(key, str) or not key:
+        raise ValueError(f"{where}.topologyKey: must be a non-empty string")
+    if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+        raise ValueError(f"{where}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
+    return models.TopologySpreadConstraint(
+        max_skew=max_skew, topology_key=key, when_unsatisfiable=action
+    )
