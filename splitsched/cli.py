@@ -3,7 +3,10 @@
 `splitsched simulate --cluster FILE` runs the pure core offline on what `kubectl get
 nodes,pods -A -o yaml` prints: bound pods are loaded as allocated, pending pods are
 scheduled in queue order, one JSON line per pending pod, then a summary line.
-Exit codes: 0 done, 2 bad input (the message names the object and field).
+`splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
+scheduler (`splitsched.apiclient`).
+Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
+names the object and field), 3 the server failed or is unreachable, 4 not found.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 import orjson
 
+from splitsched import apiclient
 from splitsched.core import batch, convert, profiles
 
 EXIT_OK = 0
@@ -90,7 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.add_argument(
         "--cluster",
-        required=True,
         help="a Kubernetes List (YAML or JSON) of Nodes and Pods, as `kubectl get "
         "nodes,pods -A -o yaml` prints; - for stdin",
     )
@@ -106,14 +109,38 @@ def build_parser() -> argparse.ArgumentParser:
         help="schedule pending pods with this schedulerName (default: the profiles' names)",
     )
     sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
-    sim.set_defaults(func=cmd_simulate_offline)
+    sim.add_argument(
+        "-f",
+        "--file",
+        action="append",
+        help="Pod manifests (YAML/JSON) to place against a running scheduler; - for stdin",
+    )
+    sim.add_argument("--gang", action="store_true", help="with -f: all or nothing")
+    sim.add_argument("--top", type=int, default=3, help="with -f: best nodes to show")
+    apiclient.add_client_options(sim)
+    sim.set_defaults(func=cmd_simulate)
+    apiclient.register(sub)
     return parser
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    if args.cluster and args.file:
+        print("error: give either --cluster (offline) or -f (against a server)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.cluster:
+        return cmd_simulate_offline(args)
+    if not args.file:
+        print("error: give --cluster FILE (offline) or -f FILE (against a server)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return apiclient.run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    code: int = args.func(args)
-    return code
+    if args.func is cmd_simulate:
+        code: int = args.func(args)
+        return code
+    return apiclient.run(args)
 
 
 if __name__ == "__main__":

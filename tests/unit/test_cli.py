@@ -1,0 +1,100 @@
+"""`splitsched simulate --cluster`: the core offline, on files shaped like kubectl output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from splitsched import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[int, list[dict[str, object]], str]:
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, [json.loads(line) for line in out.splitlines() if line.strip()], err
+
+
+def test_sample_cluster_places_what_fits_and_explains_the_rest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, lines, _ = run(
+        ["simulate", "--cluster", str(ROOT / "examples" / "sample-cluster.yaml")], capsys
+    )
+    assert code == 0
+    summary = lines[-1]["summary"]
+    assert isinstance(summary, dict)
+    assert summary["pending"] == 300 and summary["nodes"] == 40 and summary["bound_before"] == 60
+    per_pod = {str(line["pod"]): line for line in lines[:-1]}
+    assert len(per_pod) == 300
+    assert per_pod["batch/huge-0"]["node"] is None
+    assert "Insufficient cpu" in str(per_pod["batch/huge-0"]["message"])
+    assert per_pod["batch/lost-0"]["node"] is None
+    assert per_pod["shop/web-0"]["node"] is not None
+    # cordoned nodes get nothing new
+    assert all(line["node"] not in ("node-05", "node-17") for line in lines[:-1])
+
+
+def test_all_pending_schedules_other_schedulers_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {
+        "kind": "List",
+        "items": [
+            {
+                "kind": "Node",
+                "metadata": {"name": "n1"},
+                "status": {"allocatable": {"cpu": "1", "pods": "10"}},
+            },
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "d", "uid": "u1"},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}]},
+            },
+        ],
+    }
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc))
+    _, lines, _ = run(["simulate", "--cluster", str(f)], capsys)
+    assert lines[-1]["summary"]["pending"] == 0  # type: ignore[index]
+    _, lines, _ = run(["simulate", "--cluster", str(f), "--all-pending"], capsys)
+    assert lines[0] == {"pod": "d/p", "node": "n1", "reasons": {}}
+
+
+def test_malformed_input_exits_2_naming_object_and_field(tmp_path: Path) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text(
+        "kind: List\nitems:\n- kind: Pod\n  metadata: {name: web, namespace: shop}\n"
+        "  spec:\n    containers:\n    - name: c\n      resources: {requests: {cpu: abc}}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(f)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert "shop/web" in proc.stderr and "spec.containers[0].resources.requests.cpu" in proc.stderr
+    assert "abc" in proc.stderr
+
+
+def test_missing_file_and_bad_config_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["simulate", "--cluster", str(tmp_path / "nope.yaml")]) == 2
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text("profiles: [{plugins: {filter: {enabled: [{name: Bogus}]}}}]\n")
+    sample = str(ROOT / "examples" / "sample-cluster.yaml")
+    assert cli.main(["simulate", "--cluster", sample, "--config", str(cfg)]) == 2
+    assert "Bogus" in capsys.readouterr().err
+
+
+def test_simulate_needs_a_source(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["simulate"]) == 2
