@@ -197,23 +197,25 @@ class PermitPlugin(Protocol):
 
 
 def default_normalize(scores: FloatArray) -> FloatArray:
-    """Scale so the best node gets MAX_NODE_SCORE (kube-scheduler's DefaultNormalizeScore)."""
+    """Scale so the best node gets MAX_NODE_SCORE, in integers as kube-scheduler's
+    DefaultNormalizeScore does (100 * s // max)."""
     if scores.size == 0:
         return scores
-    top = float(scores.max())
+    top = int(scores.max())
     if top <= 0:
         return np.zeros_like(scores)
-    return scores * (MAX_NODE_SCORE / top)
+    return ((scores.astype(np.int64) * MAX_NODE_SCORE) // top).astype(np.float64)
 
 
 def reverse_normalize(scores: FloatArray) -> FloatArray:
     """DefaultNormalizeScore with reverse=true: fewer is better (used by TaintToleration)."""
     if scores.size == 0:
         return scores
-    top = float(scores.max())
+    top = int(scores.max())
     if top <= 0:
         return np.full_like(scores, float(MAX_NODE_SCORE))
-    return MAX_NODE_SCORE - scores * (MAX_NODE_SCORE / top)
+    scaled = (scores.astype(np.int64) * MAX_NODE_SCORE) // top
+    return (MAX_NODE_SCORE - scaled).astype(np.float64)
 
 
 PluginFactory = Callable[[Mapping[str, Any]], object]

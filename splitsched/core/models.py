@@ -58,8 +58,9 @@ class Toleration:
             return False
         if self.operator == "Exists":
             return True
-        # Equal (the default): an empty key with Equal matches nothing but an empty-key taint.
-        return self.key == taint.key and self.value == taint.value
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return False  # an operator Kubernetes doesn't know tolerates nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,9 +300,10 @@ def effective_requests(pod: Pod, *, nonzero_defaults: bool = False) -> dict[str,
         if not nonzero_defaults:
             return c.requests
         req = dict(c.requests)
-        if not req.get(CPU):
+        # Defaults fill a missing key only: an explicit 0 stays 0, as in Kubernetes.
+        if CPU not in req:
             req[CPU] = DEFAULT_NONZERO_MILLI_CPU
-        if not req.get(MEMORY):
+        if MEMORY not in req:
             req[MEMORY] = DEFAULT_NONZERO_MEMORY
         return req
 
@@ -322,8 +324,7 @@ def effective_requests(pod: Pod, *, nonzero_defaults: bool = False) -> dict[str,
         _max_into(init_peak, current)
     _max_into(total, init_peak)
     for name, amount in pod.pod_requests.items():
-        if not nonzero_defaults or amount:
-            total[name] = amount
+        total[name] = amount
     _add_into(total, pod.overhead)
     return total
 
