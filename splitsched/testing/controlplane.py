@@ -23,6 +23,7 @@ This is dev/test tooling, not part of the scheduler.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import ctypes
 import json
@@ -347,6 +348,7 @@ class ControlPlane:
     ) -> None:
         while time.monotonic() < deadline:
             if not pid_alive(pid):
+                _reap(pid)
                 raise ControlPlaneError(
                     f"{component} exited during startup; last log lines:\n{self._tail(component)}"
                 )
@@ -439,12 +441,16 @@ class ControlPlane:
 
     def _start_kwok(self, state: ControlPlaneState, *, deadline: float) -> None:
         config = self.state_dir / "kwok.yaml"
-        docs: list[Any] = []
-        for stage in sorted(kwok_stages_dir().glob("*.yaml")):
-            docs.extend(d for d in yaml.safe_load_all(stage.read_text()) if d)
-        if not any(d.get("spec", {}).get("resourceRef", {}).get("kind") == "Pod" for d in docs):
-            raise ControlPlaneError(f"no kwok pod stages in {kwok_stages_dir()}")
-        config.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        texts = [p.read_text() for p in sorted(kwok_stages_dir().glob("*.yaml"))]
+        kinds = {
+            doc.get("spec", {}).get("resourceRef", {}).get("kind")
+            for text in texts
+            for doc in yaml.safe_load_all(text)
+            if isinstance(doc, dict)
+        }
+        if not {"Node", "Pod"} <= kinds:
+            raise ControlPlaneError(f"kwok node and pod stages missing in {kwok_stages_dir()}")
+        config.write_text("\n---\n".join(t.strip() for t in texts) + "\n")
         pid = self._spawn(
             "kwok",
             [
@@ -549,6 +555,7 @@ class ControlPlane:
         )  # fmt: skip
 
     def _write_kubeconfig(self, state: ControlPlaneState) -> None:
+        """Admin kubeconfig with the CA and client cert embedded (portable to any client)."""
         pki = self.pki_dir
         config = {
             "apiVersion": "v1",
@@ -558,7 +565,7 @@ class ControlPlane:
                     "name": "splitsched-local",
                     "cluster": {
                         "server": state.server_url,
-                        "certificate-authority": str(pki / "ca.crt"),
+                        "certificate-authority-data": _b64(pki / "ca.crt"),
                     },
                 }
             ],
@@ -566,8 +573,8 @@ class ControlPlane:
                 {
                     "name": "splitsched-admin",
                     "user": {
-                        "client-certificate": str(pki / "admin.crt"),
-                        "client-key": str(pki / "admin.key"),
+                        "client-certificate-data": _b64(pki / "admin.crt"),
+                        "client-key-data": _b64(pki / "admin.key"),
                     },
                 }
             ],
@@ -592,6 +599,8 @@ class ControlPlane:
             if pid is not None:
                 self._stop(pid, timeout=timeout)
                 stopped.append(component)
+            elif (recorded := self._read_pid(component)) is not None:
+                _reap(recorded)  # an exited child of ours must not linger as a zombie
             self.pid_path(component).unlink(missing_ok=True)
         self.state_path.unlink(missing_ok=True)
         return stopped
@@ -611,6 +620,10 @@ class ControlPlane:
         while pid_alive(pid):
             _reap(pid)
             time.sleep(0.05)
+
+
+def _b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
 
 
 def _reap(pid: int) -> None:

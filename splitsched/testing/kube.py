@@ -17,6 +17,7 @@ the official ``kubernetes`` client with plain dict manifests:
 
 from __future__ import annotations
 
+import base64
 import functools
 import tempfile
 import time
@@ -267,6 +268,7 @@ def bind_pod(api: client.ApiClient, *, namespace: str, pod: str, node: str) -> i
     # "required" but the response is a Status); read the raw response instead.
     resp = client.CoreV1Api(api).create_namespaced_binding(namespace, body, _preload_content=False)
     status: int = resp.status
+    _ = resp.data  # drain the body so the pooled connection can be reused
     resp.release_conn()
     return status
 
@@ -400,7 +402,9 @@ def service_account_kubeconfig(
     conf = admin_api.configuration
     cluster: dict[str, Any] = {"server": str(conf.host)}
     if conf.ssl_ca_cert:
-        cluster["certificate-authority"] = str(conf.ssl_ca_cert)
+        # Embedded: the admin client's CA file may be a temp file the client deletes at exit.
+        ca_pem = Path(str(conf.ssl_ca_cert)).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
     user = f"system:serviceaccount:{namespace}:{name}"
     kubeconfig = {
         "apiVersion": "v1",

@@ -35,7 +35,7 @@ from splitsched.testing.kube import (
 )
 
 BACKENDS = ("local", "k3s")
-K3S_IMAGE = "rancher/k3s:v1.36.3-k3s1"
+K3S_IMAGE = os.environ.get("SPLITSCHED_K3S_IMAGE", "rancher/k3s:v1.36.3-k3s1")
 
 
 @dataclass(frozen=True)
