@@ -15,6 +15,7 @@
 # Binaries are cached outside the repo, keyed by version, so every clone on this machine
 # shares them:  ${SPLITSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/splitsched}/bin/<name>-<version>/<name>
 # Prints one line per binary: its path. A second run builds nothing.
+# Usage: scripts/get-binaries.sh [kube-apiserver|kube-scheduler|etcd|kwok|helm ...]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -157,16 +158,16 @@ EOF
   log "built etcd ${version} in $((SECONDS - start))s"
 }
 
-# go install <name> <version> <package>
+# go install <name> <version> <package> [extra -ldflags]
 build_go_install() {
-  local name=$1 version=$2 pkg=$3
+  local name=$1 version=$2 pkg=$3 extra_ldflags=${4:-}
   require_go
   local dir="${work_root}/${name}-${version}"
   mkdir -p "${dir}/gobin"
   log "building ${name} ${version} with go install; first time only, takes a few minutes (log: ${dir}/${name}.build.log)"
   local start=${SECONDS}
   if ! (cd "${dir}" && GOFLAGS=-trimpath GOBIN="${dir}/gobin" go install -p "${jobs}" \
-    -ldflags "-s -w" "${pkg}@${version}") >"${dir}/${name}.build.log" 2>&1; then
+    -ldflags "-s -w ${extra_ldflags}" "${pkg}@${version}") >"${dir}/${name}.build.log" 2>&1; then
     tail -n 40 "${dir}/${name}.build.log" >&2
     die "building ${name} ${version} failed; full log: ${dir}/${name}.build.log"
   fi
@@ -206,28 +207,50 @@ want() {  # want <name> <version>: true when the binary must be built
   return 0
 }
 
+# Usage: get-binaries.sh [name ...]   (default: all of them)
+all_names=(kube-apiserver kube-scheduler etcd kwok helm)
+selected=("$@")
+((${#selected[@]})) || selected=("${all_names[@]}")
+for name in "${selected[@]}"; do
+  [[ " ${all_names[*]} " == *" ${name} "* ]] || die "unknown binary '${name}' (known: ${all_names[*]})"
+done
+selected_has() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+# One build at a time per cache (a test run and `make setup` may start this concurrently).
+exec 9>"${cache_root}/build.lock"
+if ! flock -n 9; then
+  log "another get-binaries.sh is building into ${cache_root}; waiting for it"
+  flock 9
+fi
+
 total_start=${SECONDS}
 k8s_missing=()
 for name in kube-apiserver kube-scheduler; do
-  if want "${name}" "${KUBERNETES_VERSION}"; then k8s_missing+=("${name}"); fi
+  if selected_has "${name}" && want "${name}" "${KUBERNETES_VERSION}"; then k8s_missing+=("${name}"); fi
 done
 if ((${#k8s_missing[@]})); then build_kubernetes "${k8s_missing[@]}"; fi
-if want etcd "${ETCD_VERSION}"; then build_etcd; fi
-if want kwok "${KWOK_VERSION}"; then
-  build_go_install kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok
+if selected_has etcd && want etcd "${ETCD_VERSION}"; then build_etcd; fi
+if selected_has kwok; then
+  if want kwok "${KWOK_VERSION}"; then
+    build_go_install kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok
+  fi
+  kwok_stages="${bin_root}/kwok-${KWOK_VERSION}/stages"
+  if [[ ! -f ${kwok_stages}/.complete ]]; then
+    copy_kwok_stages "${kwok_stages}"
+  fi
 fi
-kwok_stages="${bin_root}/kwok-${KWOK_VERSION}/stages"
-if [[ ! -f ${kwok_stages}/.complete ]]; then
-  copy_kwok_stages "${kwok_stages}"
-fi
-if want helm "${HELM_VERSION}"; then
-  build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm
+if selected_has helm && want helm "${HELM_VERSION}"; then
+  # go install leaves helm's version at its major.minor ("v3.22"): stamp the full one.
+  build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
+    "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
 fi
 log "done in $((SECONDS - total_start))s; binaries under ${bin_root}"
 
-for pair in "kube-apiserver ${KUBERNETES_VERSION}" "kube-scheduler ${KUBERNETES_VERSION}" \
-  "etcd ${ETCD_VERSION}" "kwok ${KWOK_VERSION}" "helm ${HELM_VERSION}"; do
-  # shellcheck disable=SC2086
-  bin_path ${pair}
+declare -A versions=(
+  [kube-apiserver]="${KUBERNETES_VERSION}" [kube-scheduler]="${KUBERNETES_VERSION}"
+  [etcd]="${ETCD_VERSION}" [kwok]="${KWOK_VERSION}" [helm]="${HELM_VERSION}"
+)
+for name in "${selected[@]}"; do
+  bin_path "${name}" "${versions[${name}]}"
   echo
 done

@@ -105,16 +105,16 @@ def kwok_stages_dir() -> Path:
     return binary_path("kwok").parent / "stages"
 
 
-def binaries_present() -> bool:
-    """True when every binary (and kwok's stages) is already in the cache."""
-    return all(binary_path(n).is_file() for n in binary_versions()) and (
-        (kwok_stages_dir() / ".complete").is_file()
+def binaries_present(names: Sequence[str] = COMPONENTS) -> bool:
+    """True when the named binaries (and, for kwok, its stages) are already in the cache."""
+    return all(binary_path(n).is_file() for n in names) and (
+        "kwok" not in names or (kwok_stages_dir() / ".complete").is_file()
     )
 
 
-def ensure_binaries() -> None:
-    """Run scripts/get-binaries.sh unless every binary is cached (it builds the missing)."""
-    if binaries_present():
+def ensure_binaries(names: Sequence[str] = COMPONENTS) -> None:
+    """Run scripts/get-binaries.sh for the named binaries unless all are cached."""
+    if binaries_present(names):
         return
     print(
         "controlplane: control-plane binaries missing; running scripts/get-binaries.sh "
@@ -122,8 +122,10 @@ def ensure_binaries() -> None:
         file=sys.stderr,
         flush=True,
     )
-    result = subprocess.run(["bash", str(GET_BINARIES)], stdout=subprocess.DEVNULL, check=False)
-    if result.returncode != 0 or not binaries_present():
+    result = subprocess.run(
+        ["bash", str(GET_BINARIES), *names], stdout=subprocess.DEVNULL, check=False
+    )
+    if result.returncode != 0 or not binaries_present(names):
         raise ControlPlaneError(
             f"scripts/get-binaries.sh failed (exit {result.returncode}); see its output above"
         )
