@@ -11,7 +11,7 @@ spec changes (`spec_version`); requested resources are updated in place per pod.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +66,33 @@ def _bump(counts: dict[str, int], key: str, delta: int) -> None:
         counts[key] = left
     else:
         counts.pop(key, None)
+
+
+def with_label_keys(
+    selector: models.LabelSelector | None,
+    labels: Mapping[str, str],
+    *,
+    match_keys: Sequence[str] = (),
+    mismatch_keys: Sequence[str] = (),
+) -> models.LabelSelector | None:
+    """The selector ANDed with `key In (labels[key])` per matchLabelKey and `key NotIn
+    (labels[key])` per mismatchLabelKey (keys the labels lack are ignored); how the
+    (mis)matchLabelKeys an AffinityTermKey records turn into a selector. Idempotent, so a
+    selector the API server already merged these into keeps its meaning."""
+    extra = [
+        models.LabelSelectorRequirement(k, "In", (labels[k],)) for k in match_keys if k in labels
+    ]
+    extra += [
+        models.LabelSelectorRequirement(k, "NotIn", (labels[k],))
+        for k in mismatch_keys
+        if k in labels
+    ]
+    if not extra or selector is None:
+        return selector
+    return models.LabelSelector(
+        match_labels=selector.match_labels,
+        match_expressions=(*selector.match_expressions, *extra),
+    )
 
 
 def owner_key(pod: models.Pod) -> str:
@@ -337,6 +364,23 @@ class NodeTable:
             _bump(per_node, node_name, delta)
             if not per_node:
                 del self.affinity_terms[kind][tkey]
+
+    def pod_counts_by_row(self, match: Callable[[PodGroup], bool]) -> IntArray:
+        """Per row, how many assigned pods of the groups `match` accepts run there."""
+        out = np.zeros(self.n, dtype=np.int64)
+        row_of = self.row_of
+        for group in self.pod_groups.values():
+            if not match(group):
+                continue
+            on_node = group.on_node
+            if len(on_node) == 1:
+                for name, count in on_node.items():
+                    out[row_of[name]] += count
+                continue
+            size = len(on_node)
+            rows = np.fromiter((row_of[name] for name in on_node), dtype=np.int64, count=size)
+            out[rows] += np.fromiter(on_node.values(), dtype=np.int64, count=size)
+        return out
 
     # End section owned by the pod-topology plugins.
 

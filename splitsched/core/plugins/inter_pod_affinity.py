@@ -33,8 +33,8 @@ from splitsched.core.nodetable import (
     IntArray,
     NodeTable,
     PodGroup,
+    with_label_keys,
 )
-from splitsched.core.plugins.topology_spread import count_pods_by_row, with_label_keys
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -190,7 +190,7 @@ class InterPodAffinity:
         if required:
             terms = [resolve_term(t, namespace=pod.namespace, labels=pod.labels) for t in required]
             # An existing pod counts only when it matches every required term.
-            counts = count_pods_by_row(table, self._group_matcher(terms))
+            counts = table.pod_counts_by_row(self._group_matcher(terms))
             pods_exist = np.ones(n, dtype=np.bool_)
             total = 0
             for t in terms:
@@ -207,7 +207,7 @@ class InterPodAffinity:
 
         for raw in required_anti:
             t = resolve_term(raw, namespace=pod.namespace, labels=pod.labels)
-            counts = count_pods_by_row(table, self._group_matcher([t]))
+            counts = table.pod_counts_by_row(self._group_matcher([t]))
             ids, values = table.label_values(t.topology_key)
             has = ids >= 0
             per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
@@ -305,7 +305,7 @@ class InterPodAffinity:
         for sign, weighted in ((1, preferred), (-1, preferred_anti)):
             for wt in weighted:
                 t = resolve_term(wt.term, namespace=pod.namespace, labels=pod.labels)
-                counts = count_pods_by_row(table, self._group_matcher([t]))
+                counts = table.pod_counts_by_row(self._group_matcher([t]))
                 add(t.topology_key, counts, {}, sign * wt.weight)
 
         # Existing pods' terms that the incoming pod matches: preferred ones with their

@@ -13,21 +13,28 @@ ScheduleAnyway) need the selector of the pod's Services/ReplicaSet/StatefulSet/
 ReplicationController, which the core does not see. They are applied to pods whose owner is a
 ReplicaSet, StatefulSet or ReplicationController, counting the pods of the same owner (what
 that controller's selector matches in practice); pods owned by nothing else get no defaults.
-
-Also holds helpers the InterPodAffinity plugin shares: per-row pod counts over pod groups.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable, PodGroup
+from splitsched.core.nodetable import (
+    BoolArray,
+    FloatArray,
+    IntArray,
+    NodeTable,
+    PodGroup,
+    with_label_keys,
+)
+from splitsched.core.plugins.node_affinity import node_matches_mask
+from splitsched.core.plugins.taint_toleration import tolerated_mask
 
 REASON_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON_CONSTRAINTS + " (missing required label)"
@@ -53,131 +60,12 @@ _PREFILTER_KEY = "PreFilterPodTopologySpread"
 _PRESCORE_KEY = "PreScorePodTopologySpread"
 
 
-# ---- shared helpers ----------------------------------------------------------------------
-def count_pods_by_row(table: NodeTable, match: Callable[[PodGroup], bool]) -> IntArray:
-    """Per row, how many assigned pods of the groups `match` accepts run there."""
-    out = np.zeros(table.n, dtype=np.int64)
-    row_of = table.row_of
-    for group in table.pod_groups.values():
-        if not match(group):
-            continue
-        on_node = group.on_node
-        if len(on_node) == 1:
-            for name, count in on_node.items():
-                out[row_of[name]] += count
-            continue
-        size = len(on_node)
-        rows = np.fromiter((row_of[name] for name in on_node), dtype=np.int64, count=size)
-        out[rows] += np.fromiter(on_node.values(), dtype=np.int64, count=size)
-    return out
-
-
-def with_label_keys(
-    selector: models.LabelSelector | None,
-    labels: Mapping[str, str],
-    *,
-    match_keys: Sequence[str] = (),
-    mismatch_keys: Sequence[str] = (),
-) -> models.LabelSelector | None:
-    """The selector ANDed with `key In (labels[key])` per matchLabelKey and `key NotIn
-    (labels[key])` per mismatchLabelKey (keys the labels lack are ignored). Idempotent, so a
-    selector the API server already merged these into is unchanged in meaning."""
-    extra = [
-        models.LabelSelectorRequirement(k, "In", (labels[k],)) for k in match_keys if k in labels
-    ]
-    extra += [
-        models.LabelSelectorRequirement(k, "NotIn", (labels[k],))
-        for k in mismatch_keys
-        if k in labels
-    ]
-    if not extra or selector is None:
-        return selector
-    return models.LabelSelector(
-        match_labels=selector.match_labels,
-        match_expressions=(*selector.match_expressions, *extra),
-    )
-
-
-def _requirement_ok(req: models.NodeSelectorRequirement, value: str | None) -> bool:
-    op = req.operator
-    if op == "In":
-        return value is not None and value in req.values
-    if op == "NotIn":
-        return value is None or value not in req.values
-    if op == "Exists":
-        return value is not None
-    if op == "DoesNotExist":
-        return value is None
-    if op in ("Gt", "Lt") and value is not None and len(req.values) == 1:
-        try:
-            have, want = int(value), int(req.values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    return False
-
-
-def _requirement_mask(
-    table: NodeTable, req: models.NodeSelectorRequirement, *, field: bool
-) -> BoolArray:
-    if field:  # matchFields: only metadata.name is supported by Kubernetes
-        if req.key != "metadata.name":
-            return np.zeros(table.n, dtype=np.bool_)
-        return np.fromiter(
-            (_requirement_ok(req, name) for name in table.names), dtype=np.bool_, count=table.n
-        )
-    ids, values = table.label_values(req.key)
-    per_value = np.fromiter(
-        (_requirement_ok(req, v) for v in (*values, None)), dtype=np.bool_, count=len(values) + 1
-    )
-    return per_value[ids]  # id -1 picks the trailing "label absent" entry
-
-
-def node_affinity_mask(table: NodeTable, pod: models.Pod) -> BoolArray:
-    """Rows matching the pod's nodeSelector and required node affinity (NodeAffinity's
-    Filter, used here for nodeAffinityPolicy Honor)."""
-    mask = np.ones(table.n, dtype=np.bool_)
-    for key, value in pod.node_selector.items():
-        mask &= table.label_equals(key, value)
-    required = pod.node_affinity.required if pod.node_affinity else None
-    if required is not None:
-        any_term = np.zeros(table.n, dtype=np.bool_)
-        for term in required:
-            if not term.match_expressions and not term.match_fields:
-                continue  # an empty term matches no node
-            t = np.ones(table.n, dtype=np.bool_)
-            for req in term.match_expressions:
-                t &= _requirement_mask(table, req, field=False)
-            for req in term.match_fields:
-                t &= _requirement_mask(table, req, field=True)
-            any_term |= t
-        mask &= any_term
-    return mask
-
-
-def tolerated_mask(table: NodeTable, pod: models.Pod) -> BoolArray:
-    """Rows whose NoSchedule/NoExecute taints the pod all tolerates (nodeTaintsPolicy Honor)."""
-    ids, groups = table.taint_groups()
-    ok = np.fromiter(
-        (
-            all(
-                any(tol.tolerates(taint) for tol in pod.tolerations)
-                for taint in taints
-                if taint.effect != models.TaintEffect.PREFER_NO_SCHEDULE
-            )
-            for taints in groups
-        ),
-        dtype=np.bool_,
-        count=len(groups),
-    )
-    return ok[ids] if len(groups) else np.ones(table.n, dtype=np.bool_)
-
-
 def _domain_sums(ids: IntArray, counts: IntArray, rows: BoolArray, size: int) -> IntArray:
     """Per domain id, the sum of `counts` over the selected rows (one spare trailing slot, so
-    indexing with a clamped -1 is always in range)."""
-    sel = rows & (ids >= 0)
-    return np.bincount(ids[sel], weights=counts[sel], minlength=size + 1).astype(np.int64)
+    indexing with a clamped -1 is always in range). Works on the few rows with pods."""
+    hit = np.flatnonzero(counts)
+    hit = hit[rows[hit] & (ids[hit] >= 0)]
+    return np.bincount(ids[hit], weights=counts[hit], minlength=size + 1).astype(np.int64)
 
 
 # ---- the plugin ----------------------------------------------------------------------------
@@ -284,13 +172,35 @@ class PodTopologySpread:
         )
 
     @staticmethod
-    def _counts(table: NodeTable, pod: models.Pod, c: _Constraint) -> IntArray:
+    def _counts(
+        table: NodeTable, pod: models.Pod, c: _Constraint, memo: dict[object, IntArray]
+    ) -> IntArray:
+        """Per row, the pod's namespace's non-terminating pods the constraint selects;
+        memoised per selector within one call (default constraints share one)."""
+        key = (c.selector, c.owner)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
         ns = pod.namespace
+        if c.owner:
+            owner = c.owner
 
-        def match(g: PodGroup) -> bool:
-            return g.namespace == ns and not g.deleting and c.matches(ns, g.labels, g.owner)
+            def match(g: PodGroup) -> bool:
+                return g.owner == owner and g.namespace == ns and not g.deleting
 
-        return count_pods_by_row(table, match)
+        else:
+            sel = c.selector
+
+            def match(g: PodGroup) -> bool:
+                return (
+                    g.namespace == ns
+                    and not g.deleting
+                    and sel is not None
+                    and sel.matches(g.labels)
+                )
+
+        memo[key] = counts = table.pod_counts_by_row(match)
+        return counts
 
     # ---- PreFilter / Filter ----------------------------------------------------------------
     def pre_filter(
@@ -313,17 +223,22 @@ class PodTopologySpread:
         tolerated: BoolArray | None = None
         mask = has_all.copy()
         too_skewed: list[BoolArray] = []
+        memo: dict[object, IntArray] = {}
         for c, has in zip(constraints, has_key, strict=True):
             eligible = has_all
             if c.honor_affinity:
-                affinity = node_affinity_mask(table, pod) if affinity is None else affinity
+                affinity = node_matches_mask(table, pod) if affinity is None else affinity
                 eligible = eligible & affinity
             if c.honor_taints:
-                tolerated = tolerated_mask(table, pod) if tolerated is None else tolerated
+                tolerated = (
+                    tolerated_mask(table, pod.tolerations) if tolerated is None else tolerated
+                )
                 eligible = eligible & tolerated
             ids, values = table.label_values(c.topology_key)
-            ids64 = ids.astype(np.int64)
-            per_domain = _domain_sums(ids64, self._counts(table, pod, c), eligible, len(values))
+            ids64 = ids.astype(np.int64, copy=False)
+            per_domain = _domain_sums(
+                ids64, self._counts(table, pod, c, memo), eligible, len(values)
+            )
             present = np.zeros(len(values) + 1, dtype=np.bool_)
             present[ids64[eligible]] = True
             n_domains = int(present.sum())
@@ -398,21 +313,27 @@ class PodTopologySpread:
         affinity: BoolArray | None = None
         tolerated: BoolArray | None = None
         total = np.zeros(len(rows), dtype=np.float64)
+        memo: dict[object, IntArray] = {}
         for c, has in zip(ss.constraints, has_key, strict=True):
-            counts = self._counts(table, pod, c)
+            counts = self._counts(table, pod, c, memo)
             ids, values = table.label_values(c.topology_key)
-            ids64 = ids.astype(np.int64)
+            ids64 = ids.astype(np.int64, copy=False)
             if c.topology_key == LABEL_HOSTNAME:
                 size = len(considered)
                 in_domain = counts[rows]  # the node's own pods, no inclusion policy
             else:
-                size = len(np.unique(ids64[considered]))  # a missing key counts as "" domain
+                # Distinct values among the candidates; a missing key counts as domain "".
+                seen = np.zeros(len(values) + 1, dtype=np.bool_)
+                seen[ids64[considered]] = True  # -1 lands in the spare last slot
+                size = int(seen.sum())
                 eligible = has_all if ss.require_all else np.ones(table.n, dtype=np.bool_)
                 if c.honor_affinity:
-                    affinity = node_affinity_mask(table, pod) if affinity is None else affinity
+                    affinity = node_matches_mask(table, pod) if affinity is None else affinity
                     eligible = eligible & affinity
                 if c.honor_taints:
-                    tolerated = tolerated_mask(table, pod) if tolerated is None else tolerated
+                    tolerated = (
+                        tolerated_mask(table, pod.tolerations) if tolerated is None else tolerated
+                    )
                     eligible = eligible & tolerated
                 per_domain = _domain_sums(ids64, counts, eligible, len(values))
                 in_domain = per_domain[np.maximum(ids64[rows], 0)]
