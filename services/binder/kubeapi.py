@@ -56,8 +56,14 @@ def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
         kconfig.load_incluster_config(client_configuration=conf)
 
     def auth_header() -> str | None:
-        value = conf.get_api_key_with_prefix("authorization")
-        return str(value) if value else None
+        # auth_settings() runs the client's token refresh hook (rotated in-cluster tokens,
+        # exec plugins) and knows its key name ("BearerToken" or "authorization").
+        for setting in conf.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("key", "").lower() == "authorization":
+                value = setting.get("value")
+                if value:
+                    return str(value)
+        return None
 
     has_token = bool(conf.api_key) or conf.refresh_api_key_hook is not None
     return KubeEndpoint(

@@ -1,0 +1,339 @@
+"""Integration tests of the binder as a real process against the real control plane.
+
+The binder runs as ``python -m services.binder`` with a least-privilege kubeconfig (create
+pods/binding, patch pods/status, create events, get pods) and reports to a fake
+``Scheduler`` gRPC server in the test. Pods are bound to kwok nodes; what the binder did
+is read back from the API server with the admin client: ``spec.nodeName``, the
+``Scheduled`` / ``FailedScheduling`` Events as ``kubectl describe pod`` finds them, and
+the PodScheduled condition.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
+from kubernetes import client
+
+from splitsched.testing.controlplane import REPO_ROOT
+from splitsched.testing.kube import (
+    create_kwok_nodes,
+    create_pods,
+    delete_nodes,
+    make_pod,
+    service_account_kubeconfig,
+    wait_for,
+)
+from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
+
+Outcome = scheduler_pb2.BindingOutcome
+
+#: Exactly what the binder needs (and nothing to list, watch or update).
+BINDER_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
+]
+
+
+@dataclass
+class CollectingScheduler:
+    """A fake ``Scheduler`` serving only ReportBindingOutcome; keeps what it is sent."""
+
+    outcomes: list[Outcome] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def report(
+        self, request: scheduler_pb2.ReportBindingOutcomeRequest, context: Any
+    ) -> scheduler_pb2.ReportBindingOutcomeResponse:
+        with self.lock:
+            self.outcomes.extend(request.outcomes)
+        return scheduler_pb2.ReportBindingOutcomeResponse(accepted=len(request.outcomes))
+
+    def outcome(self, decision_id: str, *, timeout: float = 30.0) -> Outcome:
+        def find() -> Outcome | None:
+            with self.lock:
+                return next((o for o in self.outcomes if o.decision_id == decision_id), None)
+
+        return wait_for(find, timeout=timeout, message=f"outcome of {decision_id}")
+
+
+@dataclass
+class BinderProcess:
+    proc: subprocess.Popen[str]
+    grpc_target: str
+    http_url: str
+    stub: binder_pb2_grpc.BinderStub
+    scheduler: CollectingScheduler
+    log_path: Path
+
+
+def _read_listen_line(proc: subprocess.Popen[str], *, timeout: float) -> str:
+    assert proc.stdout is not None
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    reader.join(timeout)
+    if not box or not box[0]:
+        raise AssertionError("the binder did not print its listening line")
+    return box[0]
+
+
+@pytest.fixture
+def kwok_nodes(kube_api: client.ApiClient) -> Iterator[list[str]]:
+    names = create_kwok_nodes(
+        kube_api, 2, name_prefix=f"binder-{uuid.uuid4().hex[:6]}", cpu="8", memory="32Gi"
+    )
+    yield names
+    delete_nodes(kube_api, names)
+
+
+@pytest.fixture
+def binder(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[BinderProcess]:
+    kubeconfig = service_account_kubeconfig(
+        kube_api, namespace=namespace, name="binder", cluster_role_rules=BINDER_RULES,
+        directory=tmp_path,
+    )  # fmt: skip
+    scheduler = CollectingScheduler()
+    sched_server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    handler = grpc.unary_unary_rpc_method_handler(
+        scheduler.report,
+        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
+        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
+    )
+    sched_server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(
+            "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
+        ),)
+    )  # fmt: skip
+    sched_port = sched_server.add_insecure_port("127.0.0.1:0")
+    sched_server.start()
+    log_path = tmp_path / "binder.log"
+    log_file = log_path.open("w")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "services.binder",
+            "--kubeconfig", str(kubeconfig),
+            "--listen", "127.0.0.1:0",
+            "--http-listen", "127.0.0.1:0",
+            "--scheduler", f"127.0.0.1:{sched_port}",
+            "--binder-id", "it-binder",
+            "--shutdown-grace", "5",
+        ],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=log_file, text=True,
+    )  # fmt: skip
+    channel: grpc.Channel | None = None
+    try:
+        line = _read_listen_line(proc, timeout=30)
+        match = re.search(r"grpc=(\S+) http=(\S+)", line)
+        assert match, line
+        grpc_target, http_addr = match.group(1), match.group(2)
+        http_url = f"http://{http_addr}"
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"{http_url}/readyz", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_for(ready, timeout=30, message="binder /readyz")
+        channel = grpc.insecure_channel(grpc_target)
+        yield BinderProcess(
+            proc=proc, grpc_target=grpc_target, http_url=http_url,
+            stub=binder_pb2_grpc.BinderStub(channel), scheduler=scheduler, log_path=log_path,
+        )  # fmt: skip
+    finally:
+        if channel is not None:
+            channel.close()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        log_file.close()
+        sched_server.stop(0)
+
+
+def _deadline(seconds: float = 30.0) -> Timestamp:
+    ts = Timestamp()
+    ts.FromNanoseconds(int((time.time() + seconds) * 1e9))
+    return ts
+
+
+def _pod(core: client.CoreV1Api, namespace: str, name: str) -> Any:
+    return core.read_namespaced_pod(name, namespace)
+
+
+def _bind(b: BinderProcess, *, decision_id: str, namespace: str, name: str, uid: str,
+          node: str) -> None:  # fmt: skip
+    response = b.stub.Bind(
+        binder_pb2.BindRequest(
+            decision_id=decision_id,
+            pod=types_pb2.PodRef(namespace=namespace, name=name, uid=uid),
+            node=node,
+            deadline=_deadline(),
+            profile="splitsched",
+        ),
+        timeout=10,
+    )
+    assert response.accepted, response.reason
+
+
+def _admin_bind(core: client.CoreV1Api, *, namespace: str, pod: str, node: str) -> int:
+    """Bind with the admin client, reading the whole response before the connection goes
+    back to the pool (``splitsched.testing.kube.bind_pod`` does not, which breaks the
+    next request on that pooled connection)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod, "namespace": namespace},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }
+    resp = core.create_namespaced_binding(namespace, body, _preload_content=False)
+    resp.read()
+    status = int(resp.status)
+    resp.release_conn()
+    return status
+
+
+def _events(core: client.CoreV1Api, namespace: str, pod: str, reason: str) -> list[Any]:
+    """Events about a pod as ``kubectl describe pod`` lists them (core v1, field selector)."""
+    items = core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={pod},reason={reason}"
+    ).items
+    return list(items)
+
+
+def test_bind_sets_node_name_writes_scheduled_event_and_reports_bound(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    kwok_nodes: list[str], binder: BinderProcess,
+) -> None:  # fmt: skip
+    create_pods(kube_api, namespace=namespace, pods=[make_pod("web")])
+    uid = _pod(core_api, namespace, "web").metadata.uid
+    _bind(binder, decision_id="d-web", namespace=namespace, name="web", uid=uid,
+          node=kwok_nodes[0])  # fmt: skip
+    outcome = binder.scheduler.outcome("d-web")
+    assert outcome.result == Outcome.BOUND, outcome.message
+    assert outcome.last_http_status == 201
+    assert outcome.binder_id == "it-binder"
+    assert outcome.pod.uid == uid
+    assert _pod(core_api, namespace, "web").spec.node_name == kwok_nodes[0]
+    events = wait_for(
+        lambda: _events(core_api, namespace, "web", "Scheduled"), message="Scheduled event"
+    )
+    event = events[0]
+    assert event.type == "Normal"
+    assert event.message == f"Successfully assigned {namespace}/web to {kwok_nodes[0]}"
+    assert event.involved_object.uid == uid
+    assert event.involved_object.kind == "Pod"
+    assert event.reporting_component == "splitsched"
+
+
+def test_already_bound_pod_same_node_is_bound_other_node_is_conflict(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    kwok_nodes: list[str], binder: BinderProcess,
+) -> None:  # fmt: skip
+    create_pods(kube_api, namespace=namespace, pods=[make_pod("a"), make_pod("b")])
+    for name in ("a", "b"):
+        assert _admin_bind(core_api, namespace=namespace, pod=name, node=kwok_nodes[0]) == 201
+    uid_a = _pod(core_api, namespace, "a").metadata.uid
+    uid_b = _pod(core_api, namespace, "b").metadata.uid
+    _bind(binder, decision_id="d-a", namespace=namespace, name="a", uid=uid_a,
+          node=kwok_nodes[0])  # fmt: skip
+    _bind(binder, decision_id="d-b", namespace=namespace, name="b", uid=uid_b,
+          node=kwok_nodes[1])  # fmt: skip
+    same = binder.scheduler.outcome("d-a")
+    assert same.result == Outcome.BOUND, same.message
+    assert same.last_http_status == 409
+    other = binder.scheduler.outcome("d-b")
+    assert other.result == Outcome.CONFLICT, other.message
+    assert kwok_nodes[0] in other.message
+    assert _pod(core_api, namespace, "b").spec.node_name == kwok_nodes[0]
+
+
+def test_deleted_or_recreated_pod_is_pod_gone(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    kwok_nodes: list[str], binder: BinderProcess,
+) -> None:  # fmt: skip
+    create_pods(kube_api, namespace=namespace, pods=[make_pod("gone"), make_pod("again")])
+    gone_uid = _pod(core_api, namespace, "gone").metadata.uid
+    core_api.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
+    wait_for(
+        lambda: not any(p.metadata.name == "gone"
+                        for p in core_api.list_namespaced_pod(namespace).items),
+        message="pod deleted",
+    )  # fmt: skip
+    _bind(binder, decision_id="d-gone", namespace=namespace, name="gone", uid=gone_uid,
+          node=kwok_nodes[0])  # fmt: skip
+    outcome = binder.scheduler.outcome("d-gone")
+    assert outcome.result == Outcome.POD_GONE, outcome.message
+    assert outcome.last_http_status == 404
+
+    # A stale decision for an earlier pod of the same name must not bind the new one.
+    _bind(binder, decision_id="d-stale", namespace=namespace, name="again",
+          uid=str(uuid.uuid4()), node=kwok_nodes[0])  # fmt: skip
+    stale = binder.scheduler.outcome("d-stale")
+    assert stale.result == Outcome.POD_GONE, stale.message
+    assert not _pod(core_api, namespace, "again").spec.node_name
+
+
+def test_report_unschedulable_writes_failed_scheduling_event_and_condition(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    binder: BinderProcess,
+) -> None:  # fmt: skip
+    create_pods(kube_api, namespace=namespace, pods=[make_pod("big", cpu="500")])
+    uid = _pod(core_api, namespace, "big").metadata.uid
+    message = "0/2 nodes are available: 2 Insufficient cpu."
+    ack = binder.stub.ReportUnschedulable(
+        binder_pb2.UnschedulableReport(
+            pod=types_pb2.PodRef(namespace=namespace, name="big", uid=uid),
+            message=message, reason="Unschedulable", profile="splitsched",
+        ),
+        timeout=10,
+    )  # fmt: skip
+    assert ack.accepted, ack.reason
+    events = wait_for(
+        lambda: _events(core_api, namespace, "big", "FailedScheduling"),
+        message="FailedScheduling event",
+    )
+    assert events[0].type == "Warning"
+    assert events[0].message == message
+    assert events[0].involved_object.uid == uid
+
+    def condition() -> Any:
+        conditions = _pod(core_api, namespace, "big").status.conditions or []
+        return next((c for c in conditions if c.type == "PodScheduled"), None)
+
+    cond = wait_for(condition, message="PodScheduled condition")
+    assert cond.status == "False"
+    assert cond.reason == "Unschedulable"
+    assert cond.message == message
+    assert not _pod(core_api, namespace, "big").spec.node_name
+
+
+def test_sigterm_stops_the_binder_gracefully(binder: BinderProcess) -> None:
+    binder.proc.send_signal(signal.SIGTERM)
+    assert binder.proc.wait(timeout=20) == 0
+    assert "stopped" in binder.log_path.read_text()
