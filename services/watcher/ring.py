@@ -65,17 +65,32 @@ def _batch_item(event: bytes) -> bytes:
     return b"\x0a" + _varint(len(event)) + event
 
 
+_OBJECT_TAGS = {
+    types_pb2.Node: b"\x1a",
+    types_pb2.Pod: b"\x22",
+    types_pb2.PodDisruptionBudget: b"\x2a",
+}
+
+
+def _length_delimited(tag: bytes, data: bytes) -> bytes:
+    return tag + _varint(len(data)) + data
+
+
 def encode_body(obj: ObjectMsg, *, observed_at: float) -> bytes:
-    """The type-independent part of a ClusterEvent carrying `obj`."""
-    ts = Timestamp(seconds=int(observed_at), nanos=int((observed_at % 1) * 1e9))
-    event = watcher_pb2.ClusterEvent(resource_version=obj.resource_version, observed_at=ts)
-    if isinstance(obj, types_pb2.Pod):
-        event.pod.CopyFrom(obj)
-    elif isinstance(obj, types_pb2.Node):
-        event.node.CopyFrom(obj)
-    else:
-        event.pdb.CopyFrom(obj)
-    return event.SerializeToString()
+    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5 (the
+    object), 6 (resource_version) and 7 (observed_at), encoded by hand so the object is
+    serialised once and never copied into an event message."""
+    seconds = int(observed_at)
+    ts = Timestamp(seconds=seconds, nanos=int((observed_at - seconds) * 1e9))
+    return b"".join(
+        (
+            _length_delimited(_OBJECT_TAGS[type(obj)], obj.SerializeToString()),
+            _length_delimited(b"\x32", obj.resource_version.encode())
+            if obj.resource_version
+            else b"",
+            _length_delimited(b"\x3a", ts.SerializeToString()),
+        )
+    )
 
 
 @dataclass(frozen=True, slots=True)

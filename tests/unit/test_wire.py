@@ -3,7 +3,6 @@ the scheduler relies on (None vs empty, deleting, timestamps, PodRef keys)."""
 
 from __future__ import annotations
 
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
