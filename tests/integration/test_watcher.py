@@ -361,3 +361,26 @@ def test_watch_recovers_after_connection_cut(
             assert w.proc.poll() is None
     finally:
         proxy.close()
+
+
+def test_not_ready_until_nodes_and_pods_are_listed(
+    kube_api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    # Without the right to list pods the initial sync never completes: the process stays
+    # alive (healthz ok) but not ready, on both the HTTP and the gRPC health endpoints.
+    nodes_only = service_account_kubeconfig(
+        kube_api, namespace=namespace, name="nodes-only", cluster_role_rules=[
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        ],
+    )  # fmt: skip
+    with run_watcher(nodes_only, tmp_path, "--no-pdbs") as w:
+        wait_for(lambda: "pods: list failed" in w.logs(), timeout=20, message="a 403 on pods")
+        assert "403" in w.logs()
+        assert w.http_status("/healthz") == 200
+        assert w.http_status("/readyz") == 503
+        with grpc.insecure_channel(f"127.0.0.1:{w.grpc_port}") as channel:
+            resp = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="splitsched.v1.Watcher"), timeout=5
+            )
+        assert resp.status == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert w.proc.poll() is None
