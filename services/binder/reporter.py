@@ -145,15 +145,19 @@ class OutcomeReporter:
             assert self._stub is not None
             try:
                 await self._stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
-            except grpc.aio.AioRpcError as exc:
+            except Exception as exc:  # AioRpcError, or anything else: never lose the batch
                 self._failures += 1
                 delay = self._backoff()
                 if self._failures == 1 or self._failures % 20 == 0:
+                    why = (
+                        f"{exc.code().name}: {exc.details()}"
+                        if isinstance(exc, grpc.aio.AioRpcError)
+                        else repr(exc)
+                    )
                     log.warning(
-                        "cannot report %d outcomes to the scheduler at %s (%s: %s); "
+                        "cannot report %d outcomes to the scheduler at %s (%s); "
                         "%d buffered, retrying in %.2fs",
-                        len(batch), self._target, exc.code().name, exc.details(),
-                        len(self._buffer), delay,
+                        len(batch), self._target, why, len(self._buffer), delay,
                     )  # fmt: skip
                 await asyncio.sleep(delay)
                 continue
