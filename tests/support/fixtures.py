@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from splitsched.testing.controlplane import REPO_ROOT, ControlPlane
+from splitsched.testing.controlplane import REPO_ROOT, ControlPlane, pid_alive
 from splitsched.testing.kube import (
     api_client_from_kubeconfig,
     create_namespace,
@@ -58,8 +58,19 @@ def _backend() -> str:
     return backend
 
 
+def _sweep_dead_sessions(root: Path) -> None:
+    """Remove ``pytest-<pid>`` state dirs of sessions that were killed (their pid is gone)."""
+    for old in root.glob("pytest-*"):
+        pid = old.name.removeprefix("pytest-")
+        if pid.isdigit() and not pid_alive(int(pid)):
+            ControlPlane(old).down()  # their children died with them; this only tidies
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def _local_control_plane() -> Iterator[ControlPlaneHandle]:
-    state_dir = REPO_ROOT / ".local-cluster" / f"pytest-{os.getpid()}"
+    root = REPO_ROOT / ".local-cluster"
+    _sweep_dead_sessions(root)
+    state_dir = root / f"pytest-{os.getpid()}"
     cp = ControlPlane(state_dir, die_with_parent=True)
     try:
         cp.up()
