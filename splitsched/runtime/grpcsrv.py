@@ -87,6 +87,12 @@ def channel(
     headless Service) or a comma-separated static list `ipv4:a:p,b:p` form accepted by
     gRPC; every resolved address gets calls in turn."""
     options = _options(max_message_bytes)
+    # gRPC's default reconnect backoff grows to 2 minutes; our peers restart in seconds.
+    options += [
+        ("grpc.initial_reconnect_backoff_ms", 100),
+        ("grpc.min_reconnect_backoff_ms", 100),
+        ("grpc.max_reconnect_backoff_ms", 2000),
+    ]
     if round_robin:
         options.append(("grpc.lb_policy_name", "round_robin"))
     return grpc.aio.insecure_channel(target, options=options)
