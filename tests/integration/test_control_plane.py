@@ -4,7 +4,7 @@ They check what the scheduler relies on: kwok nodes become Ready, a pod addresse
 ``splitsched`` scheduler stays Pending when nobody binds it, a Binding sets
 ``spec.nodeName`` and kwok then runs the pod, a second Binding is refused (409), RBAC
 refuses a Binding to a read-only ServiceAccount (403) while letting it list pods, and the
-API server reports the pinned Kubernetes version.
+API server reports the pinned Kubernetes version, and kwok leaves nodes without its annotation alone.
 """
 
 from __future__ import annotations
@@ -135,3 +135,27 @@ def test_read_only_service_account_cannot_bind_but_can_list(
     finally:
         reader.close()
     assert get_pod(kube_api, namespace=namespace, name="p2").spec.node_name is None
+
+
+def test_kwok_ignores_nodes_without_its_annotation(
+    kube_api: client.ApiClient, namespace: str, kwok_nodes: list[str]
+) -> None:
+    core = client.CoreV1Api(kube_api)
+    plain = _unique("plain-node")
+    core.create_node({"apiVersion": "v1", "kind": "Node", "metadata": {"name": plain}})
+    try:
+        create_pods(kube_api, namespace=namespace, pods=[make_pod("managed"), make_pod("orphan")])
+        assert bind_pod(kube_api, namespace=namespace, pod="managed", node=kwok_nodes[0]) == 201
+        assert bind_pod(kube_api, namespace=namespace, pod="orphan", node=plain) == 201
+        wait_for(
+            lambda: (
+                get_pod(kube_api, namespace=namespace, name="managed").status.phase == "Running"
+            ),
+            timeout=30,
+            message="the pod on the kwok node to run",
+        )
+        time.sleep(2.0)  # kwok had the time to act on the other one too, had it wanted to
+        assert not node_is_ready(core.read_node(plain))
+        assert get_pod(kube_api, namespace=namespace, name="orphan").status.phase == "Pending"
+    finally:
+        delete_nodes(kube_api, [plain])
