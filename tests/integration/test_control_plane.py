@@ -3,8 +3,8 @@
 They check what the scheduler relies on: kwok nodes become Ready, a pod addressed to the
 ``splitsched`` scheduler stays Pending when nobody binds it, a Binding sets
 ``spec.nodeName`` and kwok then runs the pod, a second Binding is refused (409), RBAC
-refuses a Binding to a read-only ServiceAccount (403) while letting it list pods, and the
-API server reports the pinned Kubernetes version, and kwok leaves nodes without its annotation alone.
+refuses a Binding to a read-only ServiceAccount (403) while letting it list pods, kwok
+leaves nodes without its annotation alone, and the API server reports the pinned version.
 """
 
 from __future__ import annotations
