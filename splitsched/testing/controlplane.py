@@ -427,8 +427,10 @@ class ControlPlane:
                 f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 # No kube-controller-manager: the ServiceAccount admission plugin would refuse
-                # pods because no "default" ServiceAccount is ever created.
-                "--disable-admission-plugins=ServiceAccount",
+                # pods because no "default" ServiceAccount is ever created, and the
+                # not-ready taint TaintNodesByCondition puts on new nodes would never be
+                # lifted (the node lifecycle controller does that).
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 # Lean for small machines; benchmarks send bursts.
                 "--enable-priority-and-fairness=false",
                 "--max-requests-inflight=2000",
