@@ -129,11 +129,11 @@ def demo_pods() -> tuple[list[dict[str, Any]], set[str]]:
         }
     }
     gpu_tol = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
-    for i in range(450):
+    for i in range(560):
         p = kube.make_pod(f"web-{i}", cpu="100m", memory="128Mi", labels={"app": "web"})
         p["spec"]["topologySpreadConstraints"] = spread
         pods.append(p)
-    for i in range(380):
+    for i in range(300):
         cpu = ("250m", "500m", "1")[i % 3]
         pods.append(kube.make_pod(f"batch-{i}", cpu=cpu, memory="512Mi", labels={"app": "batch"}))
     for i in range(60):
@@ -146,7 +146,7 @@ def demo_pods() -> tuple[list[dict[str, Any]], set[str]]:
                 f"cache-{i}", cpu="50m", memory="64Mi", labels={"app": "cache"}, affinity=anti
             )
         )
-    for i in range(50):
+    for i in range(20):
         pods.append(
             kube.make_pod(
                 f"train-{i}",
@@ -265,7 +265,7 @@ def run_live(*, keep: bool) -> int:
         print("\nhow the binders shared the work:")
         for svc in running.binder_services:
             found = re.findall(
-                r'splitsched_binder_outcomes_total\{result="bound"\} (\S+)', svc.metrics()
+                r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', svc.metrics()
             )
             print(f"  {svc.name}: {int(float(found[0])) if found else 0} bindings")
         print("\nwhy the unfit pods are pending (Scheduler.GetPod):")

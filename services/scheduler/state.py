@@ -255,7 +255,14 @@ class SchedulerState:
         self.queue.delete(pod.uid)
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
+            # The watch confirmed the binding before the binder's report arrived.
             self.decisions.pop(decision_id, None)
+            self._count("bound")
+            self._emit(
+                DecisionEvent(
+                    "BOUND", pod, pod.node_name, "", decision_id, self.clock.now(), "watch"
+                )
+            )
         if self.is_ours(pod) or pod.uid in self.records:
             rec = self._record(pod)
             if rec.phase is not Phase.BOUND:

@@ -50,7 +50,7 @@ def failed_scheduling_messages(api: client.ApiClient, namespace: str, name: str)
 
 
 def mixed_workload() -> tuple[list[dict[str, Any]], set[str]]:
-    """480 pods that fit and 20 that cannot, with the shapes of a real cluster."""
+    """450 pods that fit (8 GPU pods for 8 GPUs) and 20 that cannot."""
     pods: list[dict[str, Any]] = []
     for i in range(200):
         pods.append(kube.make_pod(f"web-{i}", cpu="100m", memory="128Mi", labels={"app": "web"}))
@@ -66,11 +66,11 @@ def mixed_workload() -> tuple[list[dict[str, Any]], set[str]]:
         pods.append(
             kube.make_pod(f"batch-{i}", cpu="250m", memory="512Mi", labels={"app": "batch"})
         )
-    for i in range(40):
+    for i in range(10):
         pods.append(
-            kube.make_pod(f"db-{i}", cpu="200m", memory="256Mi", node_selector={"disktype": "ssd"})
+            kube.make_pod(f"db-{i}", cpu="100m", memory="256Mi", node_selector={"disktype": "ssd"})
         )
-    for i in range(24):
+    for i in range(8):
         pods.append(
             kube.make_pod(
                 f"train-{i}",
@@ -142,7 +142,7 @@ def test_500_pods_bind_within_capacity_and_constraints(
     shares = {}
     for svc in running_stack.binder_services:
         found = re.findall(
-            r'splitsched_binder_outcomes_total\{result="bound"\} (\S+)', svc.metrics()
+            r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', svc.metrics()
         )
         shares[svc.name] = float(found[0]) if found else 0.0
     assert sum(shares.values()) >= fit
