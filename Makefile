@@ -30,7 +30,7 @@ proto: $(STAMP) ## regenerate the gRPC stubs from proto/
 lint: $(STAMP) ## ruff, mypy --strict, import-linter
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy splitsched services tests
+	$(VENV)/bin/mypy splitsched services tests bench
 	$(VENV)/bin/lint-imports
 
 test-unit: $(STAMP) ## the fast tiers only (unit and service), no control plane

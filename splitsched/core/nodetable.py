@@ -232,9 +232,7 @@ class NodeTable:
         self.nodes[row] = node
         self._write_node(row, node)
         if old.labels != node.labels or old.taints != node.taints:
-            self.spec_version += 1
-        elif old.unschedulable != node.unschedulable or old.allocatable != node.allocatable:
-            self.spec_version += 1
+            self.spec_version += 1  # the memoised label and taint indexes are stale
 
     def remove_node(self, name: str) -> list[models.Pod]:
         """Remove a node's row; returns the pods that were counted on it."""
@@ -414,7 +412,7 @@ class NodeTable:
             idx = values.index(value)
         except ValueError:
             return np.zeros(self.n, dtype=np.bool_)
-        return ids == idx
+        return np.equal(ids, idx)
 
     def label_in(self, key: str, values: Iterable[str]) -> BoolArray:
         ids, distinct = self.label_values(key)

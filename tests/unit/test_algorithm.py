@@ -4,7 +4,9 @@ no side effects from schedule/explain/simulate, and profiles honoured."""
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,7 +38,7 @@ def pod(name: str, *, cpu: int = 100, mem: int = GI, **kw: object) -> models.Pod
 
 
 def make(
-    nodes: list[models.Node], config: dict[str, object] | None = None
+    nodes: list[models.Node], config: Mapping[str, Any] | None = None
 ) -> algorithm.FrameworkAlgorithm:
     cache = SchedulerCache()
     for n in nodes:
