@@ -211,7 +211,8 @@ def ref_tolerates(tol: models.Toleration, taint: models.Taint) -> bool:
         return False
     if tol.operator == "Exists":
         return True
-    return tol.key == taint.key and tol.value == taint.value
+    # Equal: Go's ToleratesTaint compares values only (the key was checked above when set).
+    return tol.value == taint.value
 
 
 def ref_taints(p: models.Pod, nd: models.Node) -> bool:
