@@ -115,6 +115,31 @@ class ScoredNodes:
     per_plugin: Mapping[str, FloatArray]
 
 
+@dataclass(slots=True)
+class _RawScores:
+    """Raw (unnormalised) scores of row-local plugins over all rows for one pod shape."""
+
+    key: tuple[object, ...]
+    n: int
+    spec_version: int
+    mark: int
+    raw: dict[str, FloatArray]
+
+
+def _shape_of(pod: models.Pod) -> tuple[object, ...]:
+    """What row-local scoring reads of a pod: requests, tolerations, node affinity."""
+    return (
+        tuple(sorted(pod.requests.items())),
+        pod.containers,
+        pod.init_containers,
+        tuple(sorted(pod.pod_requests.items())),
+        tuple(sorted(pod.overhead.items())),
+        pod.tolerations,
+        pod.node_affinity,
+        tuple(sorted(pod.node_selector.items())),
+    )
+
+
 def format_summary(total: int, counts: Mapping[str, int]) -> str:
     """kube-scheduler's FitError message: "0/5 nodes are available: 2 Insufficient cpu, 3
     node(s) had untolerated taint {gpu: true}." (reasons sorted as it sorts them)."""
@@ -137,6 +162,7 @@ class FrameworkAlgorithm:
         self.cache = cache
         self.profiles = dict(profiles)
         self.rng = rng or random.Random(0)
+        self._memo: _RawScores | None = None
 
     @property
     def table(self) -> NodeTable:
@@ -260,15 +286,66 @@ class FrameworkAlgorithm:
             status = pre.pre_score(state, pod, self.table, rows)
             if status.code is framework.Code.SKIP:
                 state.skip_score.add(pre.name)
-        for entry in profile.score:
+        active = [e for e in profile.score if e.plugin.name not in state.skip_score]
+        memo = self._score_memo(profile, state, pod, active)
+        for entry in active:
             plugin = entry.plugin
-            if plugin.name in state.skip_score:
-                continue
-            raw = plugin.score(state, pod, self.table, rows)
+            if memo is not None and plugin.name in memo.raw:
+                raw = memo.raw[plugin.name][rows]
+            else:
+                raw = plugin.score(state, pod, self.table, rows)
             normalised = plugin.normalize(state, pod, np.asarray(raw, dtype=np.float64))
             per_plugin[plugin.name] = normalised
             total += entry.weight * normalised
         return ScoredNodes(rows=rows, total=total, per_plugin=per_plugin)
+
+    def _score_memo(
+        self,
+        profile: framework.Profile,
+        state: framework.CycleState,
+        pod: models.Pod,
+        active: Sequence[framework.ScoreEntry],
+    ) -> _RawScores | None:
+        """Raw scores over every row for the plugins whose score of a node depends only on
+        that node and the pod's shape, kept up to date incrementally: consecutive pods of
+        one shape (a Deployment's replicas) rescore only the rows that changed since.
+        None when some active plugin looks beyond single nodes (spread, inter-pod
+        affinity): then everything is computed afresh, exactly as before."""
+        if any(not getattr(e.plugin, "row_local", False) for e in active):
+            return None
+        table = self.table
+        key = (profile.scheduler_name, *_shape_of(pod), tuple(e.plugin.name for e in active))
+        memo = self._memo
+        everything = np.arange(table.n, dtype=np.int64)
+        if (
+            memo is None
+            or memo.key != key
+            or memo.n != table.n
+            or memo.spec_version != table.spec_version
+        ):
+            stale: IntArray | None = None
+        else:
+            stale = table.touched_since(memo.mark)
+        if stale is None:
+            memo = _RawScores(
+                key=key,
+                n=table.n,
+                spec_version=table.spec_version,
+                mark=table.touch_mark,
+                raw={
+                    e.plugin.name: np.asarray(
+                        e.plugin.score(state, pod, table, everything), dtype=np.float64
+                    )
+                    for e in active
+                },
+            )
+            self._memo = memo
+            return memo
+        if stale.size:
+            for entry in active:
+                memo.raw[entry.plugin.name][stale] = entry.plugin.score(state, pod, table, stale)
+        memo.mark = table.touch_mark
+        return memo
 
     def _select(self, scored: ScoredNodes) -> int:
         best = np.flatnonzero(scored.total >= scored.total.max() - 1e-9)

@@ -31,6 +31,7 @@ COL_PODS = 3
 _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.PODS)
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
+_NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
 
 # ---- pod-topology index types (see NodeTable._index_pod) ----------------------------------
 PodGroupKey = tuple[str, frozenset[tuple[str, str]], bool, str]
@@ -144,6 +145,12 @@ class NodeTable:
         self.used_ports: list[dict[PortKey, int]] = []
         self.spec_version = 0  # bumps when nodes come, go, or change labels/taints
         self.pod_version = 0  # bumps when any pod is added to or removed from a row
+        # Rows whose usage or allocatable changed, in order: lets the algorithm rescore
+        # only those rows for the next pod of the same shape. `touch_base` is the absolute
+        # position of touch_log[0]; old entries are dropped in halves.
+        self.touch_log: list[int] = []
+        self.touch_base = 0
+        self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1
         self._init_pod_indexes()
@@ -231,6 +238,7 @@ class NodeTable:
         old = self.nodes[row]
         self.nodes[row] = node
         self._write_node(row, node)
+        self._touch(row)
         if old.labels != node.labels or old.taints != node.taints:
             self.spec_version += 1  # the memoised label and taint indexes are stale
 
@@ -266,8 +274,54 @@ class NodeTable:
         self.pod_version += 1
         return pods
 
+    def _touch(self, row: int) -> None:
+        log = self.touch_log
+        log.append(row)
+        if len(log) > 200_000:
+            drop = len(log) // 2
+            del log[:drop]
+            self.touch_base += drop
+
+    @property
+    def touch_mark(self) -> int:
+        return self.touch_base + len(self.touch_log)
+
+    def touched_since(self, mark: int) -> IntArray | None:
+        """Distinct rows touched since `mark` (a former `touch_mark`), or None when that
+        part of the log was dropped."""
+        if mark < self.touch_base:
+            return None
+        tail = self.touch_log[mark - self.touch_base :]
+        return np.unique(np.asarray(tail, dtype=np.int64)) if tail else _NO_ROWS
+
     def pod_vectors(self, pod: models.Pod) -> PodVectors:
-        """The pod's request over this table's columns (pods=1 included)."""
+        """The pod's request over this table's columns (pods=1 included). Memoised per pod
+        uid while its containers are the same objects (an assumed copy shares them)."""
+        ncols = len(self.resource_names)
+        hit = self._vectors_memo.get(pod.uid)
+        if (
+            hit is not None
+            and hit[0] is pod.containers
+            and hit[1] is pod.init_containers
+            and hit[2] is pod.overhead
+            and hit[3] is pod.pod_requests
+            and hit[4] == ncols
+        ):
+            return hit[5]
+        vectors = self._compute_pod_vectors(pod)
+        if len(self._vectors_memo) > 100_000:
+            self._vectors_memo.clear()
+        self._vectors_memo[pod.uid] = (
+            pod.containers,
+            pod.init_containers,
+            pod.overhead,
+            pod.pod_requests,
+            ncols,
+            vectors,
+        )
+        return vectors
+
+    def _compute_pod_vectors(self, pod: models.Pod) -> PodVectors:
         vec = np.zeros(len(self.resource_names), dtype=np.int64)
         unknown: list[str] = []
         for name, amount in pod.requests.items():
@@ -300,6 +354,7 @@ class NodeTable:
         self._nonzero[row, 0] += vecs.nonzero_cpu
         self._nonzero[row, 1] += vecs.nonzero_memory
         self.pods[row][pod.uid] = pod
+        self._touch(row)
         self._index_pod(node_name, pod, 1)
         ports = self.used_ports[row]
         for hp in pod.host_ports:
@@ -315,6 +370,7 @@ class NodeTable:
         pod = self.pods[row].pop(uid, None)
         if pod is None:
             return None
+        self._touch(row)
         self._index_pod(node_name, pod, -1)
         vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] -= vecs.request

@@ -77,6 +77,8 @@ def balanced_scores(
 
 class NodeResourcesBalancedAllocation:
     name: ClassVar[str] = "NodeResourcesBalancedAllocation"
+    # Its raw score of a node depends only on that node and the pod (see algorithm).
+    row_local: ClassVar[bool] = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         args = args or {}

@@ -213,6 +213,8 @@ def parse_added_affinity(raw: Any) -> models.NodeAffinity | None:
 
 class NodeAffinity:
     name: ClassVar[str] = "NodeAffinity"
+    # Its raw score of a node depends only on that node and the pod (see algorithm).
+    row_local: ClassVar[bool] = True
     resolvable_by_preemption: ClassVar[bool] = False
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {framework.ClusterEvent.NODE_ADD, framework.ClusterEvent.NODE_LABEL}

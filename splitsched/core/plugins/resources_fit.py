@@ -155,6 +155,8 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
 
 class NodeResourcesFit:
     name: ClassVar[str] = "NodeResourcesFit"
+    # Its raw score of a node depends only on that node and the pod (see algorithm).
+    row_local: ClassVar[bool] = True
     resolvable_by_preemption: ClassVar[bool] = True
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {

@@ -73,6 +73,8 @@ def untolerated_reason(taint: models.Taint) -> str:
 
 class TaintToleration:
     name: ClassVar[str] = "TaintToleration"
+    # Its raw score of a node depends only on that node and the pod (see algorithm).
+    row_local: ClassVar[bool] = True
     resolvable_by_preemption: ClassVar[bool] = False
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {framework.ClusterEvent.NODE_ADD, framework.ClusterEvent.NODE_TAINT}
