@@ -316,17 +316,16 @@ class FrameworkAlgorithm:
         table = self.table
         key = (profile.scheduler_name, *_shape_of(pod), tuple(e.plugin.name for e in active))
         memo = self._memo
-        everything = np.arange(table.n, dtype=np.int64)
+        stale: IntArray | None = None
         if (
-            memo is None
-            or memo.key != key
-            or memo.n != table.n
-            or memo.spec_version != table.spec_version
+            memo is not None
+            and memo.key == key
+            and memo.n == table.n
+            and memo.spec_version == table.spec_version
         ):
-            stale: IntArray | None = None
-        else:
             stale = table.touched_since(memo.mark)
-        if stale is None:
+        if memo is None or stale is None:
+            everything = np.arange(table.n, dtype=np.int64)
             memo = _RawScores(
                 key=key,
                 n=table.n,
