@@ -86,6 +86,7 @@ def run(nodes: int, pods: int, init_pods: int, *, profile: bool) -> dict[str, ob
         "pods_per_node_min_max": [int(per_node.min()), int(per_node.max())],
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
         "python": platform.python_version(),
+        "load_average_1m_at_end": round(os.getloadavg()[0], 2),
         "numpy": np.__version__,
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "command": "python -m bench.core " + " ".join(sys.argv[1:]),
