@@ -383,13 +383,19 @@ class FrameworkAlgorithm:
         feasible = np.flatnonzero(mask)
         if feasible.size == 0:
             wait = self._wait_from_rejections(profile, state, pod, rejected_by)
-            by_row = {
-                int(r): profile.filter[int(i)].name
-                for r, i in enumerate(rejected_by.tolist())
-                if 0 <= i < len(profile.filter)
-            }
-            for post in profile.post_filter:
-                nominated = post.post_filter(state, pod, self.table, by_row)
+            resolvable = [
+                i for i, plugin in enumerate(profile.filter) if plugin.resolvable_by_preemption
+            ]
+            candidates = np.flatnonzero(np.isin(rejected_by, resolvable)).tolist()
+
+            def fits() -> BoolArray:
+                fresh = framework.CycleState()
+                if self._pre_filter(profile, fresh, pod) is not None:
+                    return np.zeros(self.table.n, dtype=np.bool_)
+                return self._filter(profile, fresh, pod, None)[0]
+
+            for post in profile.post_filter if candidates else ():
+                nominated = post.post_filter(state, pod, self.table, candidates, fits)
                 if nominated is not None:
                     return ScheduleResult(
                         preempt=PreemptInfo(nominated.node, nominated.victims, wait),

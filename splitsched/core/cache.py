@@ -107,6 +107,13 @@ class SchedulerCache:
         if pods:
             self._aside[name] = {p.uid: p for p in pods}
 
+    # ---- disruption budgets (read by preemption) -------------------------------------------
+    def set_pdb(self, pdb: models.PodDisruptionBudget) -> None:
+        self.table.pdbs[(pdb.namespace, pdb.name)] = pdb
+
+    def remove_pdb(self, namespace: str, name: str) -> None:
+        self.table.pdbs.pop((namespace, name), None)
+
     def node_names(self) -> list[str]:
         return list(self.table.names)
 

@@ -138,10 +138,14 @@ class PostFilterPlugin(Protocol):
         state: CycleState,
         pod: models.Pod,
         table: NodeTable,
-        rejected_by: Mapping[int, str],
+        candidates: Sequence[int],
+        fits: Callable[[], BoolArray],
     ) -> PostFilterResult | None:
-        """Called when no node fits. `rejected_by` maps each row to the filter plugin that
-        rejected it. Returns a nomination (e.g. preemption victims) or None."""
+        """Called when no node fits. `candidates` are the rows whose rejection another
+        cluster state could resolve (not taints or affinity); `fits()` runs the pod's
+        PreFilter and Filter afresh against the table as it is at that moment, so a plugin
+        may change the table temporarily (and must restore it) to ask "what if".
+        Returns a nomination (e.g. preemption victims) or None."""
         ...
 
 

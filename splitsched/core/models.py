@@ -340,3 +340,21 @@ class Node:
     ready: bool = True
     resource_version: str = ""
     uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """What preemption reads of a PDB: which pods it protects and how many of them may
+    still be disrupted (status.disruptionsAllowed)."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    disruptions_allowed: int
+
+    def protects(self, pod: Pod) -> bool:
+        return (
+            pod.namespace == self.namespace
+            and self.selector is not None
+            and self.selector.matches(pod.labels)
+        )

@@ -148,6 +148,8 @@ class NodeTable:
         # Rows whose usage or allocatable changed, in order: lets the algorithm rescore
         # only those rows for the next pod of the same shape. `touch_base` is the absolute
         # position of touch_log[0]; old entries are dropped in halves.
+        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
+        self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
         self.touch_log: list[int] = []
         self.touch_base = 0
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}

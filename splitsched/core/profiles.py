@@ -30,6 +30,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "PodTopologySpread",
     "InterPodAffinity",
     "NodeResourcesBalancedAllocation",
+    "DefaultPreemption",
 )
 DEFAULT_SCORE_WEIGHTS: Mapping[str, int] = {
     "TaintToleration": 3,

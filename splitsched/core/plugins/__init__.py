@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from splitsched.core import framework
 from splitsched.core.plugins import (
     balanced_allocation,
+    default_preemption,
     inter_pod_affinity,
     node_affinity,
     node_name,
@@ -31,4 +32,5 @@ REGISTRY: Mapping[str, framework.PluginFactory] = {
     "NodeResourcesBalancedAllocation": balanced_allocation.NodeResourcesBalancedAllocation,
     "PodTopologySpread": topology_spread.PodTopologySpread,
     "InterPodAffinity": inter_pod_affinity.InterPodAffinity,
+    "DefaultPreemption": default_preemption.DefaultPreemption,
 }
