@@ -176,6 +176,11 @@ def _label_selector(msg: types_pb2.LabelSelector) -> models.LabelSelector:
     )
 
 
+def label_selector_from_proto(msg: types_pb2.LabelSelector) -> models.LabelSelector:
+    """A LabelSelector message (e.g. a PodDisruptionBudget's selector) as a model."""
+    return _label_selector(msg)
+
+
 def _node_selector_requirements(
     reqs: Iterable[types_pb2.NodeSelectorRequirement],
 ) -> tuple[models.NodeSelectorRequirement, ...]:

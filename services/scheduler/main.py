@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from splitsched import wire
-from splitsched.core import algorithm, profiles
+from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.queue import SchedulingQueue
@@ -190,6 +190,19 @@ class SchedulerService:
             self.state.apply_node(kind, wire.node_from_proto(event.node))
         elif which == "pod":
             self.state.apply_pod(kind, wire.pod_from_proto(event.pod))
+        elif which == "pdb":
+            pdb = event.pdb
+            self.state.apply_pdb(
+                kind,
+                models.PodDisruptionBudget(
+                    namespace=pdb.namespace,
+                    name=pdb.name,
+                    selector=wire.label_selector_from_proto(pdb.selector)
+                    if pdb.HasField("selector")
+                    else None,
+                    disruptions_allowed=pdb.disruptions_allowed,
+                ),
+            )
 
     # ---- scheduling ----------------------------------------------------------------------
     async def schedule_loop(self) -> None:
@@ -197,28 +210,32 @@ class SchedulerService:
             if not self.state.synced:
                 await self._sleep_until_woken(1.0)
                 continue
-            decisions: list[Decision] = []
+            decisions: list[Decision] = self.state.take_ready_binds()
             reports: list[Unschedulable] = []
             started = time.perf_counter()
             while time.perf_counter() - started < SLICE_SECONDS:
                 t0 = time.perf_counter()
-                outcome = self.state.schedule_one()
-                if outcome is None:
+                outcomes = self.state.schedule_one()
+                if outcomes is None:
                     break
                 elapsed = time.perf_counter() - t0
-                profile = outcome.pod.scheduler_name
-                if isinstance(outcome, Decision):
-                    decisions.append(outcome)
-                    self.metrics.attempts.labels("scheduled", profile).inc()
-                    self.metrics.cycle.labels("scheduled").observe(elapsed)
-                    if len(decisions) >= MAX_BATCH:
-                        self._send(decisions)
-                        decisions = []
-                else:
-                    self.metrics.attempts.labels("unschedulable", profile).inc()
-                    self.metrics.cycle.labels("unschedulable").observe(elapsed)
-                    if outcome.report:
-                        reports.append(outcome)
+                for outcome in outcomes:
+                    profile = outcome.pod.scheduler_name
+                    if isinstance(outcome, Decision) and outcome.is_preemption:
+                        self.metrics.attempts.labels("preempting", profile).inc()
+                        self._spawn(self._preempt(outcome))
+                    elif isinstance(outcome, Decision):
+                        decisions.append(outcome)
+                        self.metrics.attempts.labels("scheduled", profile).inc()
+                        self.metrics.cycle.labels("scheduled").observe(elapsed)
+                    else:
+                        self.metrics.attempts.labels("unschedulable", profile).inc()
+                        self.metrics.cycle.labels("unschedulable").observe(elapsed)
+                        if outcome.report:
+                            reports.append(outcome)
+                if len(decisions) >= MAX_BATCH:
+                    self._send(decisions)
+                    decisions = []
             if decisions:
                 self._send(decisions)
             for report in reports:
@@ -279,6 +296,27 @@ class SchedulerService:
             if r is None or not r.accepted:
                 self.state.refused(d, r.reason if r is not None else "no answer for this decision")
         self.poke()
+
+    async def _preempt(self, decision: Decision) -> None:
+        """Ask a binder to nominate the preemptor and evict the victims; the room stays
+        held (assumed) until the victims are gone or the preemption fails."""
+        request = binder_pb2.PreemptRequest(
+            decision_id=decision.decision_id,
+            node=decision.node,
+            message=f"preempted by {decision.pod.key} on node {decision.node}",
+        )
+        request.preemptor.CopyFrom(wire.pod_ref(decision.pod))
+        for victim in decision.victims:
+            request.victims.append(wire.pod_ref(victim))
+        try:
+            ack = await self.binder.Preempt(request, timeout=10.0)
+        except grpc.aio.AioRpcError as exc:
+            self.state.refused(decision, f"binder unreachable: {exc.code().name}")
+            self.poke()
+            return
+        if not ack.accepted:
+            self.state.refused(decision, ack.reason)
+            self.poke()
 
     async def _report_unschedulable(self, report: Unschedulable) -> None:
         request = binder_pb2.UnschedulableReport(

@@ -24,11 +24,15 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from splitsched.core import algorithm, framework, models
+from splitsched.core.batch import queue_order_key as batch_order
 from splitsched.core.cache import CacheError, PodState, SchedulerCache
 from splitsched.core.clock import Clock
 from splitsched.core.queue import QueuedPod, SchedulingQueue
 
 log = logging.getLogger(__name__)
+
+GANG = "Gang"
+_GANG_EVENTS = frozenset({framework.ClusterEvent.POD_GROUP_MEMBER_ADD})
 
 # How many per-node failure reasons a pod status keeps (Explain recomputes all of them).
 MAX_KEPT_NODE_REASONS = 20
@@ -56,6 +60,7 @@ class PodRecord:
     pod: models.Pod
     phase: Phase = Phase.WAITING
     node: str = ""
+    nominated_node: str = ""
     scheduling_attempts: int = 0
     bind_attempts: int = 0
     message: str = ""
@@ -77,6 +82,12 @@ class Decision:
     deadline: float
     created: float
     trace_context: Mapping[str, str] = field(default_factory=dict)
+    # A preemption (not a binding): evict these, then bind the pod on `node`.
+    victims: tuple[models.Pod, ...] = ()
+
+    @property
+    def is_preemption(self) -> bool:
+        return bool(self.victims)
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ class SchedulerState:
         clock: Clock,
         scheduler_id: str,
         bind_timeout: float = 30.0,
+        preempt_timeout: float = 60.0,
         unschedulable_report_interval: float = 30.0,
     ) -> None:
         self.algo = algo
@@ -121,11 +133,16 @@ class SchedulerState:
         self.clock = clock
         self.scheduler_id = scheduler_id
         self.bind_timeout = bind_timeout
+        self.preempt_timeout = preempt_timeout
         self.unschedulable_report_interval = unschedulable_report_interval
         self.records: dict[str, PodRecord] = {}
         self.by_name: dict[tuple[str, str], str] = {}
         self.decisions: dict[str, Decision] = {}
         self.decision_of_pod: dict[str, str] = {}
+        # Preemptions waiting for their victims to disappear, and binds ready to go out.
+        self.victims_left: dict[str, set[str]] = {}
+        self.ready_binds: list[Decision] = []
+        self.gang_blockers: dict[tuple[str, str], str] = {}
         self.node_versions: dict[str, int] = {}
         self.synced = False
         self.listeners: list[Listener] = []
@@ -195,6 +212,13 @@ class SchedulerState:
         for event in events:
             self.queue.on_event(event)
 
+    def apply_pdb(self, kind: str, pdb: models.PodDisruptionBudget) -> None:
+        """PodDisruptionBudgets steer preemption's choice of victims."""
+        if kind == "DELETED":
+            self.cache.remove_pdb(pdb.namespace, pdb.name)
+        else:
+            self.cache.set_pdb(pdb)
+
     def _record(self, pod: models.Pod) -> PodRecord:
         rec = self.records.get(pod.uid)
         if rec is None:
@@ -231,7 +255,10 @@ class SchedulerState:
             # keep (or re-establish) the assumption; don't queue it twice.
             decision = self.decisions[decision_id]
             rec = self._record(pod)
-            rec.phase, rec.node = Phase.BINDING, decision.node
+            if decision.is_preemption:
+                rec.phase, rec.nominated_node = Phase.PREEMPTING, decision.node
+            else:
+                rec.phase, rec.node = Phase.BINDING, decision.node
             if pod.uid not in self.cache:
                 self.cache.assume(pod, decision.node)
             return
@@ -243,6 +270,8 @@ class SchedulerState:
             self.queue.update(pod)
         else:
             self.queue.add(pod)
+            if pod.group is not None:
+                self.queue.on_event(framework.ClusterEvent.POD_GROUP_MEMBER_ADD)
 
     def _pod_assigned(self, pod: models.Pod) -> None:
         cached = self.cache.get(pod.uid)
@@ -274,6 +303,11 @@ class SchedulerState:
         )
 
     def _pod_gone(self, pod: models.Pod) -> None:
+        for preemption_id, left in list(self.victims_left.items()):
+            if pod.uid in left:
+                left.discard(pod.uid)
+                if not left:
+                    self._victims_gone(preemption_id)
         self.queue.delete(pod.uid)
         freed = False
         if pod.uid in self.cache:
@@ -287,9 +321,11 @@ class SchedulerState:
             self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
 
     # ---- the scheduling cycle ----------------------------------------------------------
-    def schedule_one(self) -> Decision | Unschedulable | None:
-        """Pop the next pod and decide. A bind decision is already assumed in the cache
-        when returned; the caller must send it to a binder."""
+    def schedule_one(self) -> list[Decision | Unschedulable] | None:
+        """Pop the next pod and decide; None when nothing is ready. Bind decisions are
+        already assumed in the cache (a gang yields one per member; a preemption is a
+        Decision with victims, its pod assumed on the nominated node to hold the room);
+        the caller sends them to binders."""
         qp = self.queue.pop()
         if qp is None:
             return None
@@ -298,34 +334,31 @@ class SchedulerState:
         rec = self._record(pod)
         rec.scheduling_attempts += 1
         rec.last_attempt = now
+        if pod.group is not None and pod.group.min_member > 1:
+            return self._schedule_gang(qp, rec, now)
         result = self.algo.schedule(pod)
         if result.bind is not None:
             status = self.algo.assume(pod, result.bind.node, result.state)
             if status.ok:
                 self.queue.done(pod.uid)
-                decision = Decision(
-                    decision_id=f"{self.scheduler_id}-{next(self._ids)}",
-                    pod=pod,
-                    node=result.bind.node,
-                    node_version=self.node_versions.get(result.bind.node, 0),
-                    queued=qp,
-                    deadline=now + self.bind_timeout,
-                    created=now,
-                )
-                self.decisions[decision.decision_id] = decision
-                self.decision_of_pod[pod.uid] = decision.decision_id
-                rec.phase, rec.node, rec.message = Phase.BINDING, decision.node, ""
-                rec.failed_node_reasons = {}
-                self._count("scheduled")
-                self._emit(
-                    DecisionEvent("SCHEDULED", pod, decision.node, "", decision.decision_id, now)
-                )
-                return decision
+                return [self._decide(qp, result.bind.node, now)]
             message = "; ".join(status.reasons) or f"rejected by {status.plugin}"
             self.queue.add_backoff(qp)
-            return self._unschedulable(rec, message, {}, now)
-        wait = result.wait if result.wait is not None else result.preempt.wait  # type: ignore[union-attr]
-        profile = self.algo.profile_for(pod)
+            return [self._unschedulable(rec, message, {}, now)]
+        if result.preempt is not None:
+            preempt = result.preempt
+            self.cache.assume(pod, preempt.node)  # hold the room for the preemptor
+            self.queue.done(pod.uid)
+            decision = self._decide(qp, preempt.node, now, victims=preempt.victims)
+            rec.message = preempt.wait.summary
+            return [decision]
+        assert result.wait is not None
+        return [self._park(qp, rec, result.wait, now)]
+
+    def _park(
+        self, qp: QueuedPod, rec: PodRecord, wait: algorithm.WaitInfo, now: float
+    ) -> Unschedulable:
+        profile = self.algo.profile_for(qp.pod)
         events = (
             profile.events_for(set(wait.failed_plugins))
             if profile is not None and wait.failed_plugins
@@ -334,6 +367,108 @@ class SchedulerState:
         self.queue.add_unschedulable(qp, plugins=wait.failed_plugins, events=events)
         kept = dict(itertools.islice(wait.failed_node_reasons.items(), MAX_KEPT_NODE_REASONS))
         return self._unschedulable(rec, wait.summary, kept, now)
+
+    def _decide(
+        self,
+        qp: QueuedPod,
+        node: str,
+        now: float,
+        *,
+        victims: tuple[models.Pod, ...] = (),
+    ) -> Decision:
+        pod = qp.pod
+        decision = Decision(
+            decision_id=f"{self.scheduler_id}-{next(self._ids)}",
+            pod=pod,
+            node=node,
+            node_version=self.node_versions.get(node, 0),
+            queued=qp,
+            deadline=now + (self.preempt_timeout if victims else self.bind_timeout),
+            created=now,
+            victims=victims,
+        )
+        self.decisions[decision.decision_id] = decision
+        self.decision_of_pod[pod.uid] = decision.decision_id
+        rec = self._record(pod)
+        rec.failed_node_reasons = {}
+        if victims:
+            self.victims_left[decision.decision_id] = {v.uid for v in victims}
+            rec.phase, rec.nominated_node, rec.node = Phase.PREEMPTING, node, ""
+            self._count("preempting")
+            message = f"preempting {len(victims)} pod(s): " + ", ".join(v.key for v in victims)
+            self._emit(DecisionEvent("PREEMPTING", pod, node, message, decision.decision_id, now))
+        else:
+            rec.phase, rec.node, rec.message = Phase.BINDING, node, ""
+            self._count("scheduled")
+            self._emit(DecisionEvent("SCHEDULED", pod, node, "", decision.decision_id, now))
+        return decision
+
+    def _victims_gone(self, decision_id: str) -> None:
+        """Every victim of a preemption left the cluster: bind the preemptor where its room
+        has been held all along."""
+        self.victims_left.pop(decision_id, None)
+        decision = self.decisions.pop(decision_id, None)
+        if decision is None:
+            return
+        self.decision_of_pod.pop(decision.pod.uid, None)
+        if not self.cache.is_assumed(decision.pod.uid):
+            return
+        bind = self._decide(decision.queued, decision.node, self.clock.now())
+        self.ready_binds.append(bind)
+
+    def take_ready_binds(self) -> list[Decision]:
+        ready, self.ready_binds = self.ready_binds, []
+        return ready
+
+    def _schedule_gang(
+        self, qp: QueuedPod, rec: PodRecord, now: float
+    ) -> list[Decision | Unschedulable]:
+        """All of a gang in this one cycle, or none of it: no partial gang ever holds
+        resources, so competing gangs cannot deadlock."""
+        pod = qp.pod
+        group = pod.group
+        assert group is not None
+        others = [
+            other.pod
+            for other in self.queue.pending_pods()
+            if other.pod.group is not None
+            and other.pod.group.name == group.name
+            and other.pod.namespace == pod.namespace
+        ]
+        members = [pod, *sorted(others, key=batch_order)]
+        if len(members) < group.min_member:
+            waiting = algorithm.WaitInfo(
+                summary=(
+                    f"pod group {pod.namespace}/{group.name}: {len(members)} of "
+                    f"{group.min_member} members pending; waiting for the rest"
+                ),
+                reason_counts={},
+                failed_plugins=frozenset({GANG}),
+                total_nodes=self.cache.table.n,
+            )
+            self.queue.add_unschedulable(qp, plugins=waiting.failed_plugins, events=_GANG_EVENTS)
+            return [self._unschedulable(rec, waiting.summary, {}, now)]
+        placed, blocking, wait = self.algo.place_gang(members)
+        if blocking is not None:
+            assert wait is not None
+            summary = (
+                f"pod group {pod.namespace}/{group.name} does not fit as a whole: member "
+                f"{blocking.key}: {wait.summary}"
+            )
+            blocked = dataclasses.replace(wait, summary=summary)
+            self.gang_blockers[(pod.namespace, group.name)] = blocking.key
+            return [self._park(qp, rec, blocked, now)]
+        self.gang_blockers.pop((pod.namespace, group.name), None)
+        out: list[Decision | Unschedulable] = []
+        for member, node in placed:
+            if member.uid == pod.uid:
+                self.queue.done(pod.uid)
+                out.append(self._decide(qp, node, now))
+            else:
+                member_qp = self.queue.get(member.uid) or QueuedPod(pod=member)
+                self.queue.delete(member.uid)
+                out.append(self._decide(member_qp, node, now))
+        return out
 
     def _unschedulable(
         self, rec: PodRecord, message: str, reasons: dict[str, str], now: float
@@ -372,6 +507,10 @@ class SchedulerState:
         now = self.clock.now()
         uid = decision.pod.uid
         rec = self.records.get(uid)
+        if decision.is_preemption and result is Outcome.BOUND:
+            # The victims' evictions were accepted; their deletions reach us through the
+            # watch, and the last one sends the preemptor to be bound (`_victims_gone`).
+            return True
         if rec is not None:
             rec.bind_attempts += attempts
         if result is Outcome.BOUND:
@@ -411,6 +550,7 @@ class SchedulerState:
         elif cached is not None:
             return  # the watch already shows it bound: nothing to release
         rec = self.records.get(uid)
+        self.victims_left.pop(decision.decision_id, None)
         if requeue is None:
             self._drop_record(uid)
             return

@@ -453,6 +453,36 @@ class FrameworkAlgorithm:
                 return status
         return framework.Status.success()
 
+    def place_gang(
+        self, pods: Sequence[models.Pod]
+    ) -> tuple[list[tuple[models.Pod, str]], models.Pod | None, WaitInfo | None]:
+        """All or nothing, in one cycle: schedule and assume each member in turn (each sees
+        the ones before it); if one fits nowhere, forget every assumption made here and
+        return that member and why. Returns (placements, blocking member, its wait)."""
+        placed: list[tuple[models.Pod, str]] = []
+        for pod in pods:
+            result = self.schedule(pod)
+            blocked: WaitInfo | None = None
+            if result.bind is not None:
+                status = self.assume(pod, result.bind.node, result.state)
+                if status.ok:
+                    placed.append((pod, result.bind.node))
+                    continue
+                reasons = status.reasons or (f"rejected by {status.plugin}",)
+                blocked = WaitInfo(
+                    summary="; ".join(reasons),
+                    reason_counts={r: 1 for r in reasons},
+                    failed_plugins=frozenset({status.plugin or "Permit"}),
+                    total_nodes=self.table.n,
+                )
+            else:
+                # Preemption is not attempted for gangs: the whole gang would need room.
+                blocked = result.wait if result.wait is not None else result.preempt.wait  # type: ignore[union-attr]
+            for done, _ in reversed(placed):
+                self.cache.forget(done.uid)
+            return [], pod, blocked
+        return placed, None, None
+
     # ---- explain and what-if -----------------------------------------------------------
     def explain(self, pod: models.Pod) -> Explanation:
         """Run every filter on every node and keep all rejections (an Explain call)."""

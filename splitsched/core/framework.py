@@ -91,6 +91,8 @@ class ClusterEvent(enum.Enum):
     ASSIGNED_POD_ADD = "AssignedPodAdd"
     ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
+    # A pending pod joined a pod group (gang): waiting members may now reach minMember.
+    POD_GROUP_MEMBER_ADD = "PodGroupMemberAdd"
 
 
 ALL_EVENTS = frozenset(ClusterEvent)

@@ -59,8 +59,14 @@ def state(clock: FakeClock) -> SchedulerState:
 
 def decide(state: SchedulerState) -> Decision:
     out = state.schedule_one()
-    assert isinstance(out, Decision), out
-    return out
+    assert out is not None and len(out) == 1 and isinstance(out[0], Decision), out
+    return out[0]
+
+
+def park(state: SchedulerState) -> Unschedulable:
+    out = state.schedule_one()
+    assert out is not None and len(out) == 1 and isinstance(out[0], Unschedulable), out
+    return out[0]
 
 
 def test_pending_pod_is_assumed_then_confirmed_by_outcome_and_watch(state: SchedulerState) -> None:
@@ -84,8 +90,7 @@ def test_no_double_booking_while_decisions_are_in_flight(state: SchedulerState) 
     state.apply_pod("ADDED", pod("a"))
     state.apply_pod("ADDED", pod("b"))
     decide(state)
-    out = state.schedule_one()
-    assert isinstance(out, Unschedulable)
+    out = park(state)
     assert "Insufficient cpu" in out.message
 
 
@@ -119,8 +124,8 @@ def test_conflict_requeues_at_once_and_pod_gone_drops(state: SchedulerState) -> 
 def test_unschedulable_pod_waits_for_a_node_event(state: SchedulerState) -> None:
     state.apply_node("ADDED", node("n1", cpu=100))
     state.apply_pod("ADDED", pod("a"))
-    out = state.schedule_one()
-    assert isinstance(out, Unschedulable) and out.report
+    out = park(state)
+    assert out.report
     assert state.queue.place_of("uid-a") == "unschedulable"
     state.apply_node("ADDED", node("n2"))
     assert state.queue.place_of("uid-a") in ("active", "backoff")
@@ -129,16 +134,15 @@ def test_unschedulable_pod_waits_for_a_node_event(state: SchedulerState) -> None
 def test_unschedulable_reports_are_rate_limited(state: SchedulerState, clock: FakeClock) -> None:
     state.apply_node("ADDED", node("n1", cpu=100))
     state.apply_pod("ADDED", pod("a"))
-    first = state.schedule_one()
-    assert isinstance(first, Unschedulable) and first.report
+    first = park(state)
+    assert first.report
     clock.advance(301)  # the periodic flush retries it
     state.queue.flush()
-    second = state.schedule_one()
-    assert isinstance(second, Unschedulable)
+    park(state)
     clock.advance(1)
     state.queue.flush(clock.now() + 400)
-    third = state.schedule_one()
-    assert isinstance(third, Unschedulable) and not third.report
+    third = park(state)
+    assert not third.report
 
 
 def test_pod_deleted_mid_bind_frees_capacity(state: SchedulerState) -> None:
@@ -189,3 +193,64 @@ def test_resync_keeps_decisions_in_flight_assumed(state: SchedulerState) -> None
     assert state.cache.is_assumed("uid-a")
     assert "uid-a" not in state.queue
     assert state.on_outcome(decision_id=d.decision_id, result=Outcome.BOUND)
+
+
+def test_preemption_holds_the_room_then_binds_when_victims_are_gone(state: SchedulerState) -> None:
+    state.apply_node("ADDED", node("n1"))
+    low = replace(pod("low", cpu=800), node_name="n1", priority=1, scheduler_name="other")
+    state.apply_pod("ADDED", low)
+    vip = replace(pod("vip", cpu=600), priority=100)
+    state.apply_pod("ADDED", vip)
+    pre = decide(state)
+    assert pre.is_preemption and [v.name for v in pre.victims] == ["low"]
+    assert state.find("ns", "vip").phase is Phase.PREEMPTING  # type: ignore[union-attr]
+    assert state.cache.is_assumed("uid-vip")  # the room is held
+    # Another pod cannot take the room while the victim is being evicted.
+    state.apply_pod("ADDED", pod("sneaky", cpu=100))
+    assert isinstance(state.schedule_one()[0], Unschedulable)  # type: ignore[index]
+    assert state.on_outcome(decision_id=pre.decision_id, result=Outcome.BOUND)
+    assert state.take_ready_binds() == []
+    state.apply_pod("DELETED", low)
+    ready = state.take_ready_binds()
+    assert len(ready) == 1 and ready[0].node == "n1" and not ready[0].is_preemption
+    assert state.find("ns", "vip").phase is Phase.BINDING  # type: ignore[union-attr]
+    state.cache.check_invariants()
+
+
+def test_refused_eviction_releases_the_room_and_requeues(state: SchedulerState) -> None:
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", replace(pod("low", cpu=800), node_name="n1", priority=1))
+    state.apply_pod("ADDED", replace(pod("vip", cpu=600), priority=100))
+    pre = decide(state)
+    state.on_outcome(decision_id=pre.decision_id, result=Outcome.FAILED, message="PDB")
+    assert not state.cache.is_assumed("uid-vip")
+    assert state.queue.place_of("uid-vip") == "backoff"
+    assert state.victims_left == {}
+
+
+def gang_pod(name: str, *, cpu: int = 400, size: int = 3) -> models.Pod:
+    return replace(pod(name, cpu=cpu), group=models.PodGroupRef("g", size))
+
+
+def test_gang_waits_for_min_member_then_binds_all_at_once(state: SchedulerState) -> None:
+    state.apply_node("ADDED", node("n1", cpu=2000))
+    state.apply_pod("ADDED", gang_pod("g0"))
+    state.apply_pod("ADDED", gang_pod("g1"))
+    waiting = park(state)
+    assert "2 of 3 members pending" in waiting.message
+    park(state)
+    assert len(state.cache) == 0  # nothing held while waiting
+    state.apply_pod("ADDED", gang_pod("g2"))
+    out = state.schedule_one()
+    assert out is not None and len(out) == 3 and all(isinstance(d, Decision) for d in out)
+    assert len(state.queue) == 0
+
+
+def test_gang_that_cannot_fit_binds_none_and_holds_nothing(state: SchedulerState) -> None:
+    state.apply_node("ADDED", node("n1", cpu=1000))
+    for i in range(3):
+        state.apply_pod("ADDED", gang_pod(f"g{i}"))
+    out = park(state)
+    assert "does not fit as a whole" in out.message
+    assert len(state.cache) == 0
+    assert state.gang_blockers[("ns", "g")].startswith("ns/g")
