@@ -1,7 +1,8 @@
 """The binder's Kubernetes API client: raw JSON over one keep-alive aiohttp connection pool.
 
 Called by ``services.binder.worker`` (Binding POSTs, pod GETs after a 409, Events, the
-PodScheduled condition) and ``services.binder.main`` (readiness probe). The official
+PodScheduled condition, a preemptor's nominatedNodeName, Evictions of preemption victims)
+and ``services.binder.main`` (readiness probe). The official
 python client is used only to *read* the kubeconfig or in-cluster config (TLS files,
 bearer token, host): its ``create_namespaced_binding`` cannot decode the Status the
 API server returns, and its model classes cost far more than the JSON we need.
@@ -249,13 +250,33 @@ class KubeClient:
         return await self.request("POST", path, body=event)
 
     async def patch_pod_status(
-        self, *, namespace: str, name: str, patch: dict[str, Any]
+        self,
+        *,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        content_type: str = "application/strategic-merge-patch+json",
+        budget: float = DEFAULT_REQUEST_TIMEOUT,
     ) -> HttpResult:
-        """Strategic-merge PATCH of pods/{name}/status."""
+        """PATCH of pods/{name}/status (strategic merge unless ``content_type`` says other)."""
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
         return await self.request(
-            "PATCH", path, body=patch, content_type="application/strategic-merge-patch+json"
+            "PATCH", path, body=patch, content_type=content_type, budget=budget
         )
+
+    async def evict_pod(self, *, namespace: str, name: str, uid: str, budget: float) -> HttpResult:
+        """POST a policy/v1 Eviction for pods/{name}, the pod's uid as a precondition.
+
+        The API server checks PodDisruptionBudgets: 429 when one forbids the eviction.
+        """
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+            "deleteOptions": {"preconditions": {"uid": uid}},
+        }
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/eviction"
+        return await self.request("POST", path, body=body, budget=budget)
 
     async def probe(self, *, budget: float = 5.0) -> bool:
         """True when the API server answers ``/readyz`` (or ``/version``) with 200."""

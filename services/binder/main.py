@@ -39,7 +39,8 @@ PROBE_INTERVAL = 2.0
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="splitsched-binder",
-        description="Performs the scheduler's decisions: Bindings, Events, PodScheduled.",
+        description="Performs the scheduler's decisions: Bindings, Events, PodScheduled, "
+        "preemptions (nominatedNodeName, Evictions).",
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     parser.add_argument("--listen", default="0.0.0.0:50052", help="gRPC host:port")
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--burst", type=int, default=0, help="API request burst")
     parser.add_argument(
         "--shutdown-grace", type=float, default=20.0, help="seconds for running bindings"
+    )
+    parser.add_argument(
+        "--preempt-deadline",
+        type=float,
+        default=30.0,
+        help="seconds a preemption (nomination and evictions, retries included) may take",
     )
     parser.add_argument(
         "--report-flush-timeout",
@@ -95,6 +102,7 @@ async def run(args: argparse.Namespace) -> int:
         binder_id=binder_id,
         workers=args.workers,
         max_pending=args.max_pending,
+        preempt_deadline=args.preempt_deadline,
     )
     pool.start()
     grpc_server = await grpcsrv.serve(
@@ -163,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--scheduler (or $SPLITSCHED_BINDER_SCHEDULER) is required")
     if args.workers < 1 or args.max_pending < 1:
         parser.error("--workers and --max-pending must be at least 1")
+    if args.preempt_deadline <= 0:
+        parser.error("--preempt-deadline must be positive")
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:

@@ -10,7 +10,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class BinderMetrics:
-    """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog."""
+    """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog;
+    evictions by HTTP code and preemptions by result."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -35,6 +36,19 @@ class BinderMetrics:
         self.inflight = Gauge(
             "splitsched_binder_inflight",
             "Decisions accepted and not finished (queued or binding).",
+            registry=self.registry,
+        )
+        self.evictions = Counter(
+            "splitsched_binder_evictions_total",
+            "Eviction API calls for preemption victims by HTTP status code ('error' for "
+            "network errors).",
+            ["code"],
+            registry=self.registry,
+        )
+        self.preemptions = Counter(
+            "splitsched_binder_preemptions_total",
+            "Preemption outcomes by result (BOUND: nomination set and every victim evicted).",
+            ["result"],
             registry=self.registry,
         )
         self.report_backlog = Gauge(

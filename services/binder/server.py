@@ -13,11 +13,13 @@ from typing import Any
 
 import grpc
 
-from services.binder.worker import BindingPool, BindJob
+from services.binder.worker import BindingPool, BindJob, PodKey, PreemptJob
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_ATTEMPTS_CAP = 20
+#: Victims one PreemptRequest may name.
+MAX_VICTIMS = 1000
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -63,8 +65,60 @@ def job_from_request(request: binder_pb2.BindRequest) -> BindJob:
     )
 
 
+def validate_preempt(request: binder_pb2.PreemptRequest) -> str | None:
+    """Why a PreemptRequest cannot be accepted, or None when it is well formed."""
+    if not request.decision_id:
+        return "invalid request: decision_id is empty"
+    pod = request.preemptor
+    missing = [
+        field
+        for field, value in (
+            ("preemptor.namespace", pod.namespace),
+            ("preemptor.name", pod.name),
+            ("preemptor.uid", pod.uid),
+            ("node", request.node),
+        )
+        if not value
+    ]
+    if missing:
+        return f"invalid request: {', '.join(missing)} empty"
+    if len(request.victims) > MAX_VICTIMS:
+        return f"invalid request: {len(request.victims)} victims (at most {MAX_VICTIMS})"
+    seen: set[tuple[str, str]] = {(pod.namespace, pod.name)}
+    for i, victim in enumerate(request.victims):
+        missing = [
+            f"victims[{i}].{attr}"
+            for attr in ("namespace", "name", "uid")
+            if not getattr(victim, attr)
+        ]
+        if missing:
+            return f"invalid request: {', '.join(missing)} empty"
+        key = (victim.namespace, victim.name)
+        if key in seen:
+            what = "the preemptor" if key == (pod.namespace, pod.name) else "listed twice"
+            return f"invalid request: victims[{i}] ({victim.namespace}/{victim.name}) is {what}"
+        seen.add(key)
+    return None
+
+
+def preempt_job_from_request(request: binder_pb2.PreemptRequest, *, deadline: float) -> PreemptJob:
+    """The pool's job for a validated request."""
+    pod = request.preemptor
+    return PreemptJob(
+        decision_id=request.decision_id,
+        preemptor=PodKey(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+        node=request.node,
+        victims=tuple(
+            PodKey(namespace=v.namespace, name=v.name, uid=v.uid) for v in request.victims
+        ),
+        deadline=deadline,
+        message=request.message,
+        trace_context=dict(request.trace_context),
+    )
+
+
 class BinderServicer(binder_pb2_grpc.BinderServicer):
-    """Bind, BindBatch, ReportUnschedulable and (not yet) Preempt."""
+    """Bind, BindBatch, ReportUnschedulable and Preempt."""
 
     def __init__(self, pool: BindingPool, *, clock: Callable[[], float] = time.time) -> None:
         self._pool = pool
@@ -108,13 +162,8 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
     async def Preempt(
         self, request: binder_pb2.PreemptRequest, context: Context
     ) -> binder_pb2.BinderAck:
-        if not request.decision_id:
-            return binder_pb2.BinderAck(
-                accepted=False, reason="invalid request: decision_id is empty"
-            )
-        if not request.preemptor.namespace or not request.preemptor.name or not request.node:
-            return binder_pb2.BinderAck(
-                accepted=False,
-                reason="invalid request: preemptor.namespace, preemptor.name and node are required",
-            )
-        return binder_pb2.BinderAck(accepted=False, reason="preemption not implemented yet")
+        reason = validate_preempt(request)
+        if reason is None:
+            job = preempt_job_from_request(request, deadline=self._pool.preemption_deadline())
+            reason = self._pool.submit_preemption(job)
+        return binder_pb2.BinderAck(accepted=reason is None, reason=reason or "")

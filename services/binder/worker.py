@@ -11,6 +11,18 @@ reports (``report_unschedulable``); ``services.binder.main`` starts the pool and
 * 404 -> POD_GONE; other 4xx -> FAILED with the API's message;
 * 5xx, 429 (Retry-After honoured) and network errors are retried with exponential backoff
   and full jitter until ``max_attempts`` or the deadline -> DEADLINE_EXCEEDED.
+
+Preemptions (``submit_preemption``, kube-scheduler's DefaultPreemption "prepareCandidate"
+step) run as their own tasks, not through the queue: merge-PATCH the preemptor's
+``status.nominatedNodeName`` (uid-checked), then POST an Eviction for every victim (uid
+precondition; the API server enforces PodDisruptionBudgets), then a ``Preempted`` Event on
+each evicted victim. One ``BindingOutcome`` with the preemption's decision id reports it:
+
+* BOUND -> nomination set and every victim evicted (404 / uid mismatch: already gone);
+* FAILED -> an eviction was refused (429 from a PDB, ``last_http_status`` 429) or failed
+  with another 4xx; the victims not yet attempted are left alone, like kube-scheduler;
+* POD_GONE -> the preemptor was deleted or re-created; CONFLICT -> it is already bound;
+* DEADLINE_EXCEEDED -> 5xx / 429 / network errors retried until ``preempt_deadline``.
 """
 
 from __future__ import annotations
@@ -51,6 +63,55 @@ EVENT_NOTE_LIMIT = 1024
 FINISHED_MEMORY = 20_000
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+#: Evictions of one preemption's victims in flight at once.
+EVICTION_CONCURRENCY = 16
+#: The StatusCause type the Eviction API gives when a PodDisruptionBudget forbids it.
+DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+
+
+def _causes(response: HttpResult) -> list[str]:
+    """The messages of a Status's ``details.causes``."""
+    body = response.body if isinstance(response.body, dict) else {}
+    causes = (body.get("details") or {}).get("causes") or []
+    return [str(c.get("message")) for c in causes if isinstance(c, dict) and c.get("message")]
+
+
+def _uid_cause(response: HttpResult) -> bool:
+    """A 422 because the patch's metadata.uid is not the object's (it was re-created)."""
+    body = response.body if isinstance(response.body, dict) else {}
+    causes = (body.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("field") == "metadata.uid" for c in causes)
+
+
+def _budget_refusal(response: HttpResult) -> bool:
+    """The Eviction API refused because of PodDisruptionBudgets (final, not retried):
+    a 429 with a DisruptionBudget cause, or the 500 for a pod under several PDBs."""
+    body = response.body if isinstance(response.body, dict) else {}
+    if response.status == 429:
+        causes = (body.get("details") or {}).get("causes") or []
+        return (
+            any(isinstance(c, dict) and c.get("reason") == DISRUPTION_BUDGET_CAUSE for c in causes)
+            or "disruption budget" in response.message.lower()
+        )
+    return response.status == 500 and "more than one poddisruptionbudget" in (
+        response.message.lower()
+    )
+
+
+def _retryable_status(response: HttpResult) -> bool:
+    return response.status in (409, 429) or response.status >= 500
+
+
+def _retryable_eviction(response: HttpResult) -> bool:
+    if _budget_refusal(response):
+        return False
+    if response.status == 409:  # retry a write conflict; a failed uid precondition is final
+        return "precondition" not in response.message.lower()
+    return response.status == 429 or response.status >= 500
+
+
+def _ignore_code(code: str) -> None:
+    pass
 
 
 @dataclass(frozen=True)
@@ -78,6 +139,54 @@ class BindResult:
     message: str
     attempts: int
     last_http_status: int
+
+
+@dataclass(frozen=True)
+class PodKey:
+    """A pod by namespace, name and uid (a preemption victim)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class PreemptJob:
+    """One accepted preemption: nominate ``preemptor`` to ``node``, evict ``victims``."""
+
+    decision_id: str
+    preemptor: PodKey
+    node: str
+    victims: tuple[PodKey, ...]
+    deadline: float  # wall-clock seconds (time.time())
+    message: str = ""
+    trace_context: Mapping[str, str] = field(default_factory=dict)
+    accepted_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Attempted:
+    """The end of a retried API call: the final answer, or None when retries ran out."""
+
+    response: HttpResult | None
+    attempts: int
+    last_status: int
+    error: str  # why retries ran out ("" when there is a response)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    """What happened to one victim."""
+
+    victim: PodKey
+    #: evicted | gone | refused | failed | deadline | skipped
+    state: str
+    message: str
+    attempts: int
+    last_status: int
 
 
 def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
@@ -145,6 +254,7 @@ class BindingPool:
         backoff_base: float = 0.1,
         backoff_cap: float = 5.0,
         event_controller: str = "splitsched",
+        preempt_deadline: float = 30.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -158,6 +268,7 @@ class BindingPool:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._event_controller = event_controller
+        self._preempt_deadline = preempt_deadline
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()
@@ -169,6 +280,9 @@ class BindingPool:
         self._finished: OrderedDict[str, scheduler_pb2.BindingOutcome] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
+        #: Accepted preemptions not yet reported, and their tasks, by decision id.
+        self._preemptions: dict[str, PreemptJob] = {}
+        self._preempt_tasks: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         self.shutting_down = False
@@ -199,13 +313,22 @@ class BindingPool:
         end = loop.time() + grace
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout=max(0.0, end - loop.time()))
-        if self._side_tasks:
-            await asyncio.wait(set(self._side_tasks), timeout=max(0.0, end - loop.time()))
+        if self._side_tasks or self._preempt_tasks:
+            await asyncio.wait(
+                {*self._side_tasks, *self._preempt_tasks.values()},
+                timeout=max(0.0, end - loop.time()),
+            )
         interrupted = list(self._running.values())
-        for task in [*self._tasks, *self._side_tasks]:
+        preempt_tasks = list(self._preempt_tasks.values())
+        for task in [*self._tasks, *self._side_tasks, *preempt_tasks]:
             task.cancel()
-        await asyncio.gather(*self._tasks, *self._side_tasks, return_exceptions=True)
+        await asyncio.gather(
+            *self._tasks, *self._side_tasks, *preempt_tasks, return_exceptions=True
+        )
         self._tasks = []
+        for preemption in list(self._preemptions.values()):
+            message = f"{SHUTTING_DOWN} (preemption interrupted after {grace:.0f}s grace)"
+            await self._finish_preemption(preemption, FAILED, message, attempts=0, status=0)
         for job in interrupted:
             if job.decision_id in self._active:
                 message = f"{SHUTTING_DOWN} (binding interrupted after {grace:.0f}s grace)"
@@ -232,6 +355,28 @@ class BindingPool:
         self._idle.clear()
         self._metrics.inflight.set(len(self._active))
         return None
+
+    def submit_preemption(self, job: PreemptJob) -> str | None:
+        """Start a preemption; None when accepted (or already known), else why refused."""
+        if self.shutting_down:
+            return SHUTTING_DOWN
+        if job.decision_id in self._preemptions:
+            return None  # idempotent: already running
+        previous = self._finished.get(job.decision_id)
+        if previous is not None:
+            self._spawn(self._reporter.put(previous))
+            return None
+        if len(self._preemptions) >= self._max_pending:
+            return f"too many preemptions in flight ({len(self._preemptions)})"
+        self._preemptions[job.decision_id] = job
+        task = asyncio.create_task(self._run_preemption(job), name=f"preempt-{job.decision_id}")
+        self._preempt_tasks[job.decision_id] = task
+        task.add_done_callback(lambda _: self._preempt_tasks.pop(job.decision_id, None))
+        return None
+
+    def preemption_deadline(self) -> float:
+        """When a preemption accepted now must be finished (wall clock)."""
+        return self._clock() + self._preempt_deadline
 
     def report_unschedulable(
         self,
@@ -408,6 +553,238 @@ class BindingPool:
         if meta.get("deletionTimestamp"):
             return POD_GONE, "pod is being deleted"
         return None
+
+    # -- preemption ------------------------------------------------------------------------
+
+    async def _run_preemption(self, job: PreemptJob) -> None:
+        try:
+            result, message, attempts, status, evicted = await self._preempt(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug, not an API answer: report it
+            log.exception("preemption %s failed unexpectedly", job.decision_id)
+            result, message, attempts, status = FAILED, f"binder error: {exc!r}", 0, 0
+            evicted = []
+        await self._finish_preemption(job, result, message, attempts=attempts, status=status)
+        if evicted:
+            await asyncio.gather(*(self._write_preempted_event(job, v) for v in evicted))
+
+    async def _finish_preemption(
+        self, job: PreemptJob, result: int, message: str, *, attempts: int, status: int
+    ) -> None:
+        if self._preemptions.pop(job.decision_id, None) is None:
+            return  # already reported
+        outcome = scheduler_pb2.BindingOutcome(
+            decision_id=job.decision_id,
+            pod=types_pb2.PodRef(
+                namespace=job.preemptor.namespace,
+                name=job.preemptor.name,
+                uid=job.preemptor.uid,
+            ),
+            node=job.node,
+            result=result,  # type: ignore[arg-type]
+            message=message,
+            attempts=attempts,
+            last_http_status=status,
+            binder_id=self.binder_id,
+            trace_context=dict(job.trace_context),
+        )
+        outcome.finished_at.FromNanoseconds(int(self._clock() * 1e9))
+        self._metrics.preemptions.labels(result=Result.Name(result)).inc()  # type: ignore[arg-type]
+        self._finished[job.decision_id] = outcome
+        if len(self._finished) > FINISHED_MEMORY:
+            self._finished.popitem(last=False)
+        await self._reporter.put(outcome)
+
+    async def _preempt(self, job: PreemptJob) -> tuple[int, str, int, int, list[PodKey]]:
+        """Nominate, then evict; (result, message, attempts, last HTTP status, evicted)."""
+        nominated = await self._nominate(job)
+        attempts, status = nominated.attempts, nominated.last_http_status
+        if nominated.result != BOUND:
+            return nominated.result, nominated.message, attempts, status, []
+        stop = asyncio.Event()
+        limit = asyncio.Semaphore(EVICTION_CONCURRENCY)
+
+        async def evict(victim: PodKey) -> Eviction:
+            async with limit:
+                if stop.is_set():
+                    return Eviction(victim, "skipped", "not attempted", 0, 0)
+                done = await self._evict(victim, deadline=job.deadline, stop=stop)
+            if done.state in ("refused", "failed"):
+                stop.set()  # like kube-scheduler: the first error cancels the rest
+            return done
+
+        evictions = await asyncio.gather(*(evict(v) for v in job.victims))
+        attempts += sum(e.attempts for e in evictions)
+        evicted = [e.victim for e in evictions if e.state == "evicted"]
+        done = [e for e in evictions if e.state in ("evicted", "gone")]
+        for e in evictions:
+            if e.attempts:
+                status = e.last_status
+        summary = f"evicted {len(evicted)} of {len(job.victims)} victims"
+        skipped = sum(1 for e in evictions if e.state == "skipped")
+        if skipped:
+            summary += f", {skipped} not attempted"
+        failures = (("refused", FAILED), ("failed", FAILED), ("deadline", DEADLINE_EXCEEDED))
+        for state, result in failures:
+            bad = [e for e in evictions if e.state == state]
+            if bad:
+                text = "; ".join([*(e.message for e in bad), summary])
+                return result, text, attempts, bad[0].last_status, evicted
+        count = len(job.victims)
+        message = f"preempted {count} victim{'' if count == 1 else 's'}"
+        gone = len(done) - len(evicted)
+        if gone:
+            message += f" ({gone} already gone)"
+        return BOUND, message, attempts, status, evicted
+
+    async def _nominate(self, job: PreemptJob) -> BindResult:
+        """Set the preemptor's ``status.nominatedNodeName`` (result BOUND when done)."""
+        pod = job.preemptor
+        # metadata.uid in a merge patch is checked: another uid is refused (422, immutable).
+        patch = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": job.node}}
+
+        def call(budget: float) -> Awaitable[HttpResult]:
+            return self._kube.patch_pod_status(
+                namespace=pod.namespace, name=pod.name, patch=patch,
+                content_type="application/merge-patch+json", budget=budget,
+            )  # fmt: skip
+
+        done = await self._with_retries(
+            call, deadline=job.deadline, retryable=_retryable_status, count=_ignore_code
+        )
+        tries = done.attempts
+        if done.response is None:
+            message = f"setting nominatedNodeName: {done.error}"
+            return BindResult(DEADLINE_EXCEEDED, message, tries, done.last_status)
+        response = done.response
+        code = response.status
+        if code == 404:
+            return BindResult(POD_GONE, "preemptor not found", tries, code)
+        if code == 422 and _uid_cause(response):
+            message = f"preemptor was re-created (not uid {pod.uid})"
+            return BindResult(POD_GONE, message, tries, code)
+        if not 200 <= code < 300:
+            message = f"setting nominatedNodeName: HTTP {code}: {response.message}"
+            return BindResult(FAILED, message, tries, code)
+        body = response.body if isinstance(response.body, dict) else {}
+        bound_to = str((body.get("spec") or {}).get("nodeName") or "")
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            return BindResult(POD_GONE, "preemptor is being deleted", tries, code)
+        if bound_to:
+            message = f"preemptor is already bound to node {bound_to}"
+            return BindResult(CONFLICT, message, tries, code)
+        return BindResult(BOUND, "", tries, code)
+
+    async def _evict(self, victim: PodKey, *, deadline: float, stop: asyncio.Event) -> Eviction:
+        def call(budget: float) -> Awaitable[HttpResult]:
+            return self._kube.evict_pod(
+                namespace=victim.namespace, name=victim.name, uid=victim.uid, budget=budget
+            )
+
+        def count(code: str) -> None:
+            self._metrics.evictions.labels(code=code).inc()
+
+        done = await self._with_retries(
+            call, deadline=deadline, retryable=_retryable_eviction, count=count, stop=stop
+        )
+        response = done.response
+        if response is None:
+            if stop.is_set() and not done.error:
+                return Eviction(victim, "skipped", "not attempted", done.attempts, 0)
+            message = f"eviction of {victim}: {done.error}"
+            return Eviction(victim, "deadline", message, done.attempts, done.last_status)
+        code = response.status
+        if 200 <= code < 300:
+            return Eviction(victim, "evicted", "", done.attempts, code)
+        if code == 404:
+            return Eviction(victim, "gone", "already gone", done.attempts, code)
+        if code == 409:  # the uid precondition failed: the victim was re-created
+            return Eviction(victim, "gone", "re-created", done.attempts, code)
+        if _budget_refusal(response):
+            reason = response.message
+            causes = _causes(response)
+            if causes:
+                reason += f" ({'; '.join(causes)})"
+            message = f"eviction of {victim} refused: {reason}"
+            return Eviction(victim, "refused", message, done.attempts, code)
+        message = f"eviction of {victim} failed: HTTP {code}: {response.message}"
+        return Eviction(victim, "failed", message, done.attempts, code)
+
+    async def _with_retries(
+        self,
+        call: Callable[[float], Awaitable[HttpResult]],
+        *,
+        deadline: float,
+        retryable: Callable[[HttpResult], bool],
+        count: Callable[[str], None],
+        stop: asyncio.Event | None = None,
+    ) -> Attempted:
+        """Call until an answer ``retryable`` rejects, retrying with backoff to ``deadline``.
+
+        Retries stop quietly (no response, empty error) once ``stop`` is set.
+        """
+        attempts = 0
+        last_status = 0
+        last_error = ""
+        while True:
+            if stop is not None and stop.is_set():
+                return Attempted(None, attempts, last_status, "")
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                error = f"deadline exceeded after {attempts} attempts"
+                if last_error:
+                    error += f"; last error: {last_error}"
+                return Attempted(None, attempts, last_status, error)
+            attempts += 1
+            retry_after: float | None = None
+            try:
+                response = await call(min(MAX_REQUEST_TIMEOUT, remaining))
+            except NETWORK_ERRORS as exc:
+                count("error")
+                last_status = 0
+                last_error = f"network error: {type(exc).__name__}: {exc}".rstrip(": ")
+            else:
+                count(str(response.status))
+                last_status = response.status
+                if not retryable(response):
+                    return Attempted(response, attempts, last_status, "")
+                retry_after = response.retry_after
+                last_error = f"HTTP {response.status}: {response.message}"
+            delay = (
+                retry_after
+                if retry_after is not None
+                else backoff_delay(
+                    attempts, base=self._backoff_base, cap=self._backoff_cap, rng=self._rng
+                )
+            )
+            if self._clock() + delay >= deadline:
+                error = (
+                    f"deadline exceeded after {attempts} attempts (next retry in {delay:.2f}s); "
+                    f"last error: {last_error}"
+                )
+                return Attempted(None, attempts, last_status, error)
+            await self._sleep(delay)
+
+    async def _write_preempted_event(self, job: PreemptJob, victim: PodKey) -> None:
+        controller = self._event_controller
+        event = make_event(
+            namespace=victim.namespace,
+            pod_name=victim.name,
+            pod_uid=victim.uid,
+            event_type="Normal",
+            reason="Preempted",
+            action="Preempting",
+            note=f"Preempted by pod {job.preemptor.uid} on node {job.node}",
+            controller=controller,
+            instance=f"{controller}-{self.binder_id}",
+            now=self._clock(),
+        )
+        event["related"] = {
+            "apiVersion": "v1", "kind": "Pod", "namespace": job.preemptor.namespace,
+            "name": job.preemptor.name, "uid": job.preemptor.uid,
+        }  # fmt: skip
+        await self._create_event(victim.namespace, event)
 
     # -- events and conditions (best-effort) -----------------------------------------------
 

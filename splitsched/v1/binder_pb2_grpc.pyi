@@ -46,7 +46,21 @@ class BinderStub:
     """
     Preempt: _grpc.UnaryUnaryMultiCallable[_binder_pb2.PreemptRequest, _binder_pb2.BinderAck]
     """Preemption: set the preemptor's nominatedNodeName and evict the victims through the
-    Eviction API (which honours PodDisruptionBudgets).
+    Eviction API (which honours PodDisruptionBudgets). Accepted or refused at once (like
+    Bind; idempotent on decision_id); the work happens afterwards and its outcome is
+    reported through Scheduler.ReportBindingOutcome as a BindingOutcome with the same
+    decision_id, pod = the preemptor, node = the nominated node:
+      BOUND             nominatedNodeName set and every victim evicted (a victim already
+                        gone or re-created counts as evicted); message "preempted N victims"
+      FAILED            an eviction was refused: a PodDisruptionBudget forbids it
+                        (last_http_status 429) or another 4xx; the message names the victim,
+                        e.g. "eviction of shop/db-0 refused: Cannot evict pod as it would
+                        violate the pod's disruption budget. ..."; victims not yet evicted
+                        are left alone
+      POD_GONE          the preemptor was deleted or re-created (other uid); nothing evicted
+      CONFLICT          the preemptor is already bound; nothing evicted
+      DEADLINE_EXCEEDED 5xx / 429 / network errors retried until the binder's preemption
+                        deadline (--preempt-deadline, default 30 s) ran out
     """
 
 @_typing.type_check_only
@@ -64,7 +78,21 @@ class BinderAsyncStub(BinderStub):
     """
     Preempt: _aio.UnaryUnaryMultiCallable[_binder_pb2.PreemptRequest, _binder_pb2.BinderAck]  # type: ignore[assignment]
     """Preemption: set the preemptor's nominatedNodeName and evict the victims through the
-    Eviction API (which honours PodDisruptionBudgets).
+    Eviction API (which honours PodDisruptionBudgets). Accepted or refused at once (like
+    Bind; idempotent on decision_id); the work happens afterwards and its outcome is
+    reported through Scheduler.ReportBindingOutcome as a BindingOutcome with the same
+    decision_id, pod = the preemptor, node = the nominated node:
+      BOUND             nominatedNodeName set and every victim evicted (a victim already
+                        gone or re-created counts as evicted); message "preempted N victims"
+      FAILED            an eviction was refused: a PodDisruptionBudget forbids it
+                        (last_http_status 429) or another 4xx; the message names the victim,
+                        e.g. "eviction of shop/db-0 refused: Cannot evict pod as it would
+                        violate the pod's disruption budget. ..."; victims not yet evicted
+                        are left alone
+      POD_GONE          the preemptor was deleted or re-created (other uid); nothing evicted
+      CONFLICT          the preemptor is already bound; nothing evicted
+      DEADLINE_EXCEEDED 5xx / 429 / network errors retried until the binder's preemption
+                        deadline (--preempt-deadline, default 30 s) ran out
     """
 
 class BinderServicer(metaclass=_abc_1.ABCMeta):
@@ -103,7 +131,21 @@ class BinderServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_binder_pb2.BinderAck, _abc.Awaitable[_binder_pb2.BinderAck]]:
         """Preemption: set the preemptor's nominatedNodeName and evict the victims through the
-        Eviction API (which honours PodDisruptionBudgets).
+        Eviction API (which honours PodDisruptionBudgets). Accepted or refused at once (like
+        Bind; idempotent on decision_id); the work happens afterwards and its outcome is
+        reported through Scheduler.ReportBindingOutcome as a BindingOutcome with the same
+        decision_id, pod = the preemptor, node = the nominated node:
+          BOUND             nominatedNodeName set and every victim evicted (a victim already
+                            gone or re-created counts as evicted); message "preempted N victims"
+          FAILED            an eviction was refused: a PodDisruptionBudget forbids it
+                            (last_http_status 429) or another 4xx; the message names the victim,
+                            e.g. "eviction of shop/db-0 refused: Cannot evict pod as it would
+                            violate the pod's disruption budget. ..."; victims not yet evicted
+                            are left alone
+          POD_GONE          the preemptor was deleted or re-created (other uid); nothing evicted
+          CONFLICT          the preemptor is already bound; nothing evicted
+          DEADLINE_EXCEEDED 5xx / 429 / network errors retried until the binder's preemption
+                            deadline (--preempt-deadline, default 30 s) ran out
         """
 
 def add_BinderServicer_to_server(servicer: BinderServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

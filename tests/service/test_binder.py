@@ -232,8 +232,10 @@ async def harness(
     scheduler_up: bool = True,
     backoff_base: float = 0.01,
     backoff_cap: float = 0.05,
+    kube: FakeKube | None = None,
+    preempt_deadline: float = 30.0,
 ) -> AsyncIterator[Harness]:
-    kube = FakeKube()
+    kube = kube if kube is not None else FakeKube()
     runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -261,6 +263,7 @@ async def harness(
         kube=client, reporter=reporter, metrics=metrics, binder_id="binder-test",
         workers=workers, max_pending=max_pending, backoff_base=backoff_base,
         backoff_cap=backoff_cap, sleep=recording_sleep, rng=random.Random(7),
+        preempt_deadline=preempt_deadline,
     )  # fmt: skip
     pool.start()
     server = await grpcsrv.serve(
@@ -660,25 +663,6 @@ def test_full_queue_refuses_with_a_reason() -> None:
             h.kube.hold_all.set()
             for d in ("d0", "d1", "d2"):
                 assert (await h.outcome(d)).result == Outcome.BOUND
-
-    run(body())
-
-
-def test_preempt_is_not_implemented_yet() -> None:
-    async def body() -> None:
-        async with harness() as h:
-            ack = await h.stub.Preempt(
-                binder_pb2.PreemptRequest(
-                    decision_id="x",
-                    preemptor=types_pb2.PodRef(namespace="ns", name="p"),
-                    node="n",
-                )
-            )
-            assert not ack.accepted
-            assert ack.reason == "preemption not implemented yet"
-            ack = await h.stub.Preempt(binder_pb2.PreemptRequest())
-            assert not ack.accepted
-            assert "invalid" in ack.reason
 
     run(body())
 

@@ -1,0 +1,294 @@
+"""Integration test of the binder's ``Preempt`` against the real control plane.
+
+The binder runs as ``python -m services.binder`` with the least-privilege kubeconfig the
+stack gives it (``splitsched.testing.stack.BINDER_RULES``: create pods/eviction, patch
+pods/status, get pods, create events, create pods/binding) and reports to a fake
+``Scheduler`` gRPC server in the test (``CollectingScheduler`` from the binder's
+integration tests). Victims are bound to a kwok node (kwok makes them Running and Ready);
+what the binder did is read back with the admin client.
+
+There is no kube-controller-manager here, so no disruption controller fills in the
+PodDisruptionBudget's status, and the Eviction API refuses every eviction of a pod under a
+PDB whose status has not been observed ("still being processed"). The test plays the
+disruption controller: it writes the PDB's status (``observedGeneration``,
+``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``) through the
+status subresource with the admin client.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from splitsched.testing.controlplane import REPO_ROOT
+from splitsched.testing.kube import (
+    bind_pod,
+    create_kwok_nodes,
+    create_pods,
+    delete_nodes,
+    make_pod,
+    service_account_kubeconfig,
+    wait_for,
+)
+from splitsched.testing.stack import BINDER_RULES
+from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
+from tests.integration.test_binder import BinderProcess, CollectingScheduler
+
+Outcome = scheduler_pb2.BindingOutcome
+
+PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _listen_line(proc: subprocess.Popen[str], *, timeout: float) -> str:
+    """The binder's ``listening`` line (read in a thread so a silent binder cannot hang us)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert proc.stdout is not None
+        line = pool.submit(proc.stdout.readline).result(timeout=timeout)
+    if not line:
+        raise AssertionError("the binder did not print its listening line")
+    return line
+
+
+@pytest.fixture
+def binder(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[BinderProcess]:
+    kubeconfig = service_account_kubeconfig(
+        kube_api, namespace=namespace, name="binder", cluster_role_rules=BINDER_RULES,
+        directory=tmp_path,
+    )  # fmt: skip
+    scheduler = CollectingScheduler()
+    sched_server = grpc.server(ThreadPoolExecutor(max_workers=4))
+    handler = grpc.unary_unary_rpc_method_handler(
+        scheduler.report,
+        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
+        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
+    )
+    sched_server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(
+            "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
+        ),)
+    )  # fmt: skip
+    sched_port = sched_server.add_insecure_port("127.0.0.1:0")
+    sched_server.start()
+    log_path = tmp_path / "binder.log"
+    log_file = log_path.open("w")
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "services.binder",
+            "--kubeconfig", str(kubeconfig),
+            "--listen", "127.0.0.1:0",
+            "--http-listen", "127.0.0.1:0",
+            "--scheduler", f"127.0.0.1:{sched_port}",
+            "--binder-id", "it-binder",
+            "--shutdown-grace", "2",
+            "--preempt-deadline", "10",
+        ],
+        cwd=REPO_ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE, stderr=log_file, text=True,
+    )  # fmt: skip
+    channel: grpc.Channel | None = None
+    try:
+        match = re.search(r"grpc=(\S+) http=(\S+)", _listen_line(proc, timeout=30))
+        assert match
+        grpc_target, http_url = match.group(1), f"http://{match.group(2)}"
+
+        def ready() -> bool:
+            try:
+                with urllib.request.urlopen(f"{http_url}/readyz", timeout=2) as resp:
+                    return bool(resp.status == 200)
+            except OSError:
+                return False
+
+        wait_for(ready, timeout=30, message="binder /readyz")
+        channel = grpc.insecure_channel(grpc_target)
+        yield BinderProcess(
+            proc=proc, grpc_target=grpc_target, http_url=http_url,
+            stub=binder_pb2_grpc.BinderStub(channel), scheduler=scheduler, log_path=log_path,
+        )  # fmt: skip
+    finally:
+        if channel is not None:
+            channel.close()
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        log_file.close()
+        sched_server.stop(0)
+
+
+@pytest.fixture
+def node(kube_api: client.ApiClient) -> Iterator[str]:
+    (name,) = create_kwok_nodes(
+        kube_api, 1, name_prefix=f"preempt-{uuid.uuid4().hex[:6]}", cpu="4", memory="8Gi"
+    )
+    yield name
+    delete_nodes(kube_api, [name])
+
+
+def _pod_or_none(core: client.CoreV1Api, namespace: str, name: str) -> Any:
+    try:
+        return core.read_namespaced_pod(name, namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+
+
+def _running_and_ready(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    pod = _pod_or_none(core, namespace, name)
+    if pod is None or pod.status.phase != "Running":
+        return False
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions or [])
+
+
+def _gone_or_terminating(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    pod = _pod_or_none(core, namespace, name)
+    return pod is None or pod.metadata.deletion_timestamp is not None
+
+
+def _set_pdb_status(
+    policy: client.PolicyV1Api, *, namespace: str, name: str, allowed: int, healthy: int
+) -> None:
+    """Do the disruption controller's job (there is none here): observe the PDB."""
+    pdb = policy.read_namespaced_pod_disruption_budget(name, namespace)
+    status = {
+        "observedGeneration": pdb.metadata.generation,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": 1,
+        "expectedPods": healthy,
+    }
+    policy.patch_namespaced_pod_disruption_budget_status(name, namespace, {"status": status})
+
+
+def _preempt(
+    b: BinderProcess, *, decision_id: str, namespace: str, preemptor: Any, node: str,
+    victims: list[Any],
+) -> Outcome:  # fmt: skip
+    ack = b.stub.Preempt(
+        binder_pb2.PreemptRequest(
+            decision_id=decision_id,
+            preemptor=types_pb2.PodRef(
+                namespace=namespace, name=preemptor.metadata.name, uid=preemptor.metadata.uid
+            ),
+            node=node,
+            victims=[
+                types_pb2.PodRef(namespace=namespace, name=v.metadata.name, uid=v.metadata.uid)
+                for v in victims
+            ],
+        ),
+        timeout=10,
+    )
+    assert ack.accepted, ack.reason
+    return b.scheduler.outcome(decision_id)
+
+
+def _metric(b: BinderProcess, line_start: str) -> float:
+    with urllib.request.urlopen(f"{b.http_url}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    for line in text.splitlines():
+        if line.startswith(line_start):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_preempt_nominates_evicts_and_respects_the_pdb(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, node: str,
+    binder: BinderProcess,
+) -> None:  # fmt: skip
+    policy = client.PolicyV1Api(kube_api)
+    create_pods(
+        kube_api, namespace=namespace,
+        pods=[make_pod("db-0", labels={"app": "db"}), make_pod("batch-0"), make_pod("high")],
+    )  # fmt: skip
+    for victim in ("db-0", "batch-0"):
+        assert bind_pod(kube_api, namespace=namespace, pod=victim, node=node) == 201
+    # A PDB only counts Ready pods as healthy; wait for kwok to run them.
+    wait_for(
+        lambda: all(_running_and_ready(core_api, namespace, v) for v in ("db-0", "batch-0")),
+        message="victims Running and Ready",
+    )
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+         "metadata": {"name": "db-pdb"},
+         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}},
+    )  # fmt: skip
+    try:
+        _set_pdb_status(policy, namespace=namespace, name="db-pdb", allowed=0, healthy=1)
+        db, batch = (core_api.read_namespaced_pod(n, namespace) for n in ("db-0", "batch-0"))
+        high = core_api.read_namespaced_pod("high", namespace)
+
+        # The PDB protects db-0: refused (429), named in a FAILED outcome; batch-0 evicted.
+        refused = _preempt(binder, decision_id="pre-1", namespace=namespace, preemptor=high,
+                           node=node, victims=[db, batch])  # fmt: skip
+        assert refused.result == Outcome.FAILED, refused.message
+        assert refused.message.startswith(f"eviction of {namespace}/db-0 refused: {PDB_MESSAGE}")
+        assert "db-pdb" in refused.message
+        assert refused.last_http_status == 429
+        assert refused.pod.uid == high.metadata.uid
+        assert refused.node == node
+        assert wait_for(lambda: _gone_or_terminating(core_api, namespace, "batch-0"),
+                        message="batch-0 evicted")  # fmt: skip
+        still = core_api.read_namespaced_pod("db-0", namespace)
+        assert still.metadata.deletion_timestamp is None
+        assert still.metadata.uid == db.metadata.uid
+        nominated = core_api.read_namespaced_pod("high", namespace).status.nominated_node_name
+        assert nominated == node
+        events = wait_for(
+            lambda: (
+                core_api.list_namespaced_event(
+                    namespace, field_selector="involvedObject.name=batch-0,reason=Preempted"
+                ).items
+            ),
+            message="Preempted event on batch-0",
+        )
+        assert events[0].type == "Normal"
+        assert events[0].message == f"Preempted by pod {high.metadata.uid} on node {node}"
+        assert events[0].involved_object.uid == batch.metadata.uid
+        assert not core_api.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=db-0,reason=Preempted"
+        ).items
+
+        # A second replica is Ready (as far as the PDB knows), so one disruption is allowed:
+        # db-0 goes; batch-0 is already gone (404).
+        _set_pdb_status(policy, namespace=namespace, name="db-pdb", allowed=1, healthy=2)
+        done = _preempt(binder, decision_id="pre-2", namespace=namespace, preemptor=high,
+                        node=node, victims=[db, batch])  # fmt: skip
+        assert done.result == Outcome.BOUND, done.message
+        assert done.message == "preempted 2 victims (1 already gone)"
+        assert wait_for(lambda: _gone_or_terminating(core_api, namespace, "db-0"),
+                        message="db-0 evicted")  # fmt: skip
+
+        # A preemptor that is gone: POD_GONE.
+        core_api.delete_namespaced_pod("high", namespace, grace_period_seconds=0)
+        wait_for(lambda: _pod_or_none(core_api, namespace, "high") is None, message="deleted")
+        gone = _preempt(binder, decision_id="pre-3", namespace=namespace, preemptor=high,
+                        node=node, victims=[])  # fmt: skip
+        assert gone.result == Outcome.POD_GONE, gone.message
+
+        assert _metric(binder, 'splitsched_binder_evictions_total{code="429"}') == 1
+        assert _metric(binder, 'splitsched_binder_evictions_total{code="201"}') == 2
+        assert _metric(binder, 'splitsched_binder_evictions_total{code="404"}') == 1
+        for result in ("FAILED", "BOUND", "POD_GONE"):
+            line = f'splitsched_binder_preemptions_total{{result="{result}"}}'
+            assert _metric(binder, line) == 1
+    finally:
+        policy.delete_namespaced_pod_disruption_budget("db-pdb", namespace)
