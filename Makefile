@@ -45,7 +45,8 @@ demo: setup ## run the demo (see README)
 bench-core: $(STAMP) ## in-process core benchmark: 10,000 pods onto 5,000 nodes
 	$(PY) -m bench.core
 
-bench: setup bench-core ## benchmarks (core, and side by side with kube-scheduler once it exists)
+bench: setup bench-core ## benchmarks: the core alone, then side by side with kube-scheduler (bench/README.md)
+	$(PY) -m bench.sidebyside
 
 cluster-up: setup ## start the local control plane (etcd, kube-apiserver, kwok)
 	$(PY) -m splitsched.testing.controlplane up

@@ -1,0 +1,109 @@
+"""CLI of the side-by-side benchmark (``python -m bench.sidebyside``, ``make bench``).
+
+Prints the table and the ratios, writes ``<results-dir>/sidebyside-<time>.json`` and
+``.png``. Exit status 1 if any run did not bind all its pods or broke an invariant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench.sidebyside import contenders, report, runner, workloads
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = runner.Options()
+    p = argparse.ArgumentParser(
+        prog="python -m bench.sidebyside",
+        description="splitsched side by side with kube-scheduler on one local control plane",
+    )
+    p.add_argument("--nodes", type=int, default=d.nodes, help="kwok nodes (4 cpu, 32Gi)")
+    p.add_argument("--init-pods", type=int, default=d.init_pods, help="pods bound up front")
+    p.add_argument("--pods", type=int, default=d.pods, help="measured pods (up-front loads)")
+    p.add_argument("--rate", type=float, default=d.rate, help="rate workload: pods/s")
+    p.add_argument("--rate-seconds", type=float, default=d.rate_seconds, help="... for s")
+    p.add_argument("--workloads", type=_csv, default=d.workloads, help="basic,affinity,spread,rate")
+    p.add_argument(
+        "--contenders",
+        type=_csv,
+        default=d.contenders,
+        help="kube-scheduler,kube-scheduler-defaults,kube-scheduler-score-all,splitsched-<N>",
+    )
+    p.add_argument("--results-dir", type=Path, default=RESULTS)
+    p.add_argument("--output", type=Path, help="result path stem (default: timestamped)")
+    p.add_argument("--no-record", action="store_true", help="print only; write no files")
+    p.add_argument("--state-dir", type=Path, help="control-plane dir (default: temp)")
+    p.add_argument("--keep-state", action="store_true", help="keep logs and state dirs")
+    p.add_argument("--profile-dir", type=Path, help="py-spy profiles of splitsched here")
+    p.add_argument("--timeout", type=float, help="seconds per run to bind all pods")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        contenders.validate(args.contenders)
+        workloads.build(args.workloads, init_pods=0, pods=0, rate=1, rate_seconds=1)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    options = runner.Options(
+        nodes=args.nodes,
+        init_pods=args.init_pods,
+        pods=args.pods,
+        rate=args.rate,
+        rate_seconds=args.rate_seconds,
+        workloads=args.workloads,
+        contenders=args.contenders,
+        state_dir=args.state_dir,
+        keep_state=args.keep_state,
+        profile_dir=args.profile_dir,
+        timeout=args.timeout,
+    )
+    started = dt.datetime.now(dt.UTC)
+    load_before = os.getloadavg()
+    bench = runner.Bench(options, progress=lambda line: print(line, flush=True))
+    results = asyncio.run(bench.run())
+    print()
+    print(report.table(results))
+    print()
+    print("CPU seconds per process:")
+    print(report.cpu_table(results))
+    print()
+    print(report.ratio_text(results))
+    doc = report.document(
+        results,
+        options=options,
+        command=report.command_line(),
+        started=started,
+        load_before=load_before,
+        node_seconds=bench.node_seconds,
+    )
+    if not args.no_record:
+        stem = args.output or report.default_stem(args.results_dir, started)
+        stem.parent.mkdir(parents=True, exist_ok=True)
+        json_path = stem.with_suffix(".json")
+        json_path.write_text(json.dumps(doc, indent=1, allow_nan=True) + "\n")
+        report.plot(results, stem.with_suffix(".png"))
+        print(f"\nrecorded {json_path} and {stem.with_suffix('.png')}")
+    ok = all(r.complete and not r.overcommitted and not r.placement_violations for r in results)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""The benchmark's outputs: the stdout table, splitsched/kube-scheduler ratios, the result
+JSON (with machine, versions and command) and a PNG of bound pods over time.
+
+Called by ``bench.sidebyside.__main__`` and the smoke test, on ``runner.RunResult``s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.sidebyside.runner import Options, RunResult
+from splitsched.testing import controlplane
+
+BASELINE = "kube-scheduler"
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kwok", "harness")
+
+
+def _f(value: float, digits: int = 1) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+
+
+def table(results: Sequence[RunResult]) -> str:
+    """The main table: throughput, latency and CPU seconds per run."""
+    head = (
+        f"{'workload':9} {'contender':24} {'bound':>11} {'avg/s':>7} {'p50/s':>6} "
+        f"{'p90/s':>6} {'p99/s':>6} {'lat p50':>8} {'lat p99':>8} {'secs':>6} "
+        f"{'cpu ours':>8} {'apisrv':>7} {'etcd':>6} {'kwok':>6} {'harness':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in results:
+        tp, cpu = r.throughput, r.cpu_seconds
+        lines.append(
+            f"{r.workload:9} {r.contender:24} {f'{r.bound}/{r.pods}':>11} "
+            f"{_f(tp.average):>7} {_f(tp.p50, 0):>6} {_f(tp.p90, 0):>6} {_f(tp.p99, 0):>6} "
+            f"{_f(r.latency.p50, 2):>8} {_f(r.latency.p99, 2):>8} {_f(r.seconds):>6} "
+            f"{_f(r.our_cpu):>8} {_f(cpu.get('kube-apiserver', math.nan)):>7} "
+            f"{_f(cpu.get('etcd', math.nan)):>6} {_f(cpu.get('kwok', math.nan)):>6} "
+            f"{_f(cpu.get('harness', math.nan)):>7}"
+            + ("  INCOMPLETE" if not r.complete else "")
+            + (f"  {r.overcommitted} OVERCOMMITTED" if r.overcommitted else "")
+            + (f"  {r.placement_violations} VIOLATIONS" if r.placement_violations else "")
+        )
+    return "\n".join(lines)
+
+
+def cpu_table(results: Sequence[RunResult]) -> str:
+    """CPU seconds per process of each contender (the control plane is in the main table)."""
+    lines = []
+    for r in results:
+        own = {k: v for k, v in r.cpu_seconds.items() if k not in CONTROL_PLANE}
+        per_pod = 1000 * r.our_cpu / r.bound if r.bound else math.nan
+        parts = ", ".join(f"{k} {v:.1f}" for k, v in own.items())
+        lines.append(f"{r.workload:9} {r.contender:24} {parts}  ({_f(per_pod, 2)} ms CPU per pod)")
+    return "\n".join(lines)
+
+
+def ratios(results: Sequence[RunResult]) -> dict[str, dict[str, dict[str, float]]]:
+    """workload -> contender -> {throughput, latency_p50, latency_p99} over kube-scheduler's
+    (QPS 5000) in the same run; throughput > 1 and latency < 1 favour the contender."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for base in (r for r in results if r.contender == BASELINE):
+        row: dict[str, dict[str, float]] = {}
+        for r in results:
+            if r.workload != base.workload or r.contender == BASELINE:
+                continue
+            row[r.contender] = {
+                "throughput": _ratio(r.throughput.average, base.throughput.average),
+                "latency_p50": _ratio(r.latency.p50, base.latency.p50),
+                "latency_p99": _ratio(r.latency.p99, base.latency.p99),
+            }
+        out[base.workload] = row
+    return out
+
+
+def _ratio(a: float, b: float) -> float:
+    if b is None or a is None or math.isnan(a) or math.isnan(b) or b == 0:
+        return math.nan
+    return round(a / b, 3)
+
+
+def ratio_text(results: Sequence[RunResult]) -> str:
+    lines = [f"ratios over {BASELINE} (QPS 5000) in this run (throughput; latency p50, p99):"]
+    for workload, row in ratios(results).items():
+        for contender, r in row.items():
+            lines.append(
+                f"  {workload:9} {contender:24} x{_f(r['throughput'], 2)}  "
+                f"latency x{_f(r['latency_p50'], 2)}, x{_f(r['latency_p99'], 2)}"
+            )
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model,
+        "memory_gib": round(mem_kib / 1024**2, 1),
+        "platform": platform.platform(),
+    }
+
+
+def versions() -> dict[str, Any]:
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], capture_output=True, text=True, check=False,
+                cwd=controlplane.REPO_ROOT,
+            ).stdout.strip()  # fmt: skip
+        except OSError:
+            return ""
+
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "binaries": controlplane.binary_versions(),
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+    }
+
+
+def document(
+    results: Sequence[RunResult],
+    *,
+    options: Options,
+    command: str,
+    started: dt.datetime,
+    load_before: tuple[float, float, float],
+    node_seconds: float,
+) -> dict[str, Any]:
+    """The result JSON."""
+    from bench.sidebyside.contenders import kube_nodes_scored
+
+    return {
+        "benchmark": "side by side with kube-scheduler (scheduler_perf shapes on kwok nodes)",
+        "command": command,
+        "started_at": started.isoformat(timespec="seconds"),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "load_average": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
+            "note": "the machine is shared: other processes' load is in the numbers",
+        },
+        "versions": versions(),
+        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(options).items()},
+        "node_shape": {"cpu": "4", "memory": "32Gi", "pods": 110},
+        "pod_shape": {"cpu": "100m", "memory": "500Mi"},
+        "nodes_created_seconds": round(node_seconds, 1),
+        "kube_scheduler_nodes_scored_per_pod": kube_nodes_scored(options.nodes),
+        "splitsched_nodes_scored_per_pod": options.nodes,
+        "throughput_method": (
+            "scheduler_perf throughputCollector: 1 s ticks from the contender's launch; "
+            "first non-zero tick is the baseline; empty intervals merged; average and "
+            "nearest-rank percentiles of the per-interval rates"
+        ),
+        "latency_method": (
+            "harness monotonic clock: from the create call's 201 (rate workload) or from "
+            "max(creation, first measured bind) (up-front workloads: start-up time left out) "
+            "to the watch event showing spec.nodeName"
+        ),
+        "cpu_method": (
+            "utime+stime from /proc/<pid>/stat, sampled every 0.2 s; per run from the last "
+            "sample before the first measured bind to just after the last (start-up left out)"
+        ),
+        "results": [r.to_json() for r in results],
+        "ratios_vs_kube_scheduler": ratios(results),
+    }
+
+
+def plot(results: Sequence[RunResult], path: Path) -> None:
+    """Bound pods over time (seconds from the first measured bind), one panel per
+    workload, one line per contender."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = list(dict.fromkeys(r.workload for r in results))
+    fig, axes = plt.subplots(1, len(order), figsize=(5.2 * len(order), 4), squeeze=False)
+    for ax, workload in zip(axes[0], order, strict=True):
+        for r in (r for r in results if r.workload == workload):
+            if not r.curve:
+                continue
+            xs = [0.0, *(p[0] for p in r.curve)]
+            ys = [0, *(p[1] for p in r.curve)]
+            label = f"{r.contender} ({_f(r.throughput.average, 0)}/s)"
+            ax.plot(xs, ys, label=label, linewidth=1.4)
+        ax.set_title(workload)
+        ax.set_xlabel("seconds since the first bind")
+        ax.set_ylabel("measured pods bound")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def default_stem(results_dir: Path, when: dt.datetime) -> Path:
+    return results_dir / f"sidebyside-{when.strftime('%Y-%m-%dT%H%M')}"
+
+
+def command_line() -> str:
+    argv = [Path(sys.executable).name, "-m", "bench.sidebyside", *sys.argv[1:]]
+    return " ".join(argv)

@@ -1,0 +1,346 @@
+"""Runs the side-by-side benchmark: one control plane, one node set, every contender in turn.
+
+Called by ``bench.sidebyside.__main__`` (``make bench``) and the smoke test
+(``tests/integration/test_bench_smoke.py``). For each workload and contender, in a fresh
+namespace:
+
+1. the init pods are created already bound (the same placement for every contender) and
+   the harness waits until kwok has them Running;
+2. up-front workloads create all measured pods, then start a bind watch, then the
+   contender; the rate workload starts the watch and the contender first, then creates pods
+   at the fixed rate;
+3. from the contender's launch until the watch has seen every measured pod with a node:
+   bind times (throughput is sampled as scheduler_perf does, on 1 s ticks from the launch,
+   the first non-empty tick being the baseline), CPU seconds of every process (contender,
+   control plane, this harness) sampled every 0.2 s and taken from the first measured bind
+   (``t0``, so start-up CPU is left out) to the end, optionally py-spy profiles from the
+   contender's readiness;
+4. the placements are checked from the API objects (``splitsched.testing.invariants``), the
+   contender is stopped and the namespace deleted before the next one starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from bench.sidebyside import contenders, kubeio, measure, profiling, workloads
+from splitsched.testing import controlplane, invariants, kube
+
+log = logging.getLogger("bench.sidebyside")
+
+CURVE_POINTS = 300
+
+
+@dataclass(frozen=True)
+class Options:
+    nodes: int = 500
+    init_pods: int = 500
+    pods: int = 2000
+    rate: float = 100.0
+    rate_seconds: float = 20.0
+    workloads: tuple[str, ...] = ("basic", "affinity", "rate")
+    contenders: tuple[str, ...] = contenders.DEFAULT_CONTENDERS
+    #: Control-plane state dir (default: a new temp dir, removed at the end).
+    state_dir: Path | None = None
+    keep_state: bool = False
+    profile_dir: Path | None = None
+    #: Seconds to wait for a run's pods to be bound (default: scaled to the pod count).
+    timeout: float | None = None
+
+
+@dataclass
+class RunResult:
+    """One contender on one workload."""
+
+    workload: str
+    contender: str
+    family: str
+    pods: int
+    bound: int
+    complete: bool
+    throughput: measure.Throughput
+    latency: measure.Latency
+    #: "creation" (rate workload) or "first bind" (up-front: from max(creation, t0)).
+    latency_from: str
+    #: t0 (the first measured bind) -> last bind.
+    seconds: float
+    cpu_seconds: dict[str, float]
+    #: (seconds since t0, bound so far), thinned to at most CURVE_POINTS points.
+    curve: list[tuple[float, int]]
+    overcommitted: int
+    placement_violations: int
+    watch_events: int
+    achieved_create_rate: float | None = None
+    load_average: tuple[float, float] = (0.0, 0.0)
+    contender_config: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def our_cpu(self) -> float:
+        """CPU seconds of the contender's own processes."""
+        others = {"kube-apiserver", "etcd", "kwok", "harness"}
+        return round(sum(v for k, v in self.cpu_seconds.items() if k not in others), 2)
+
+
+def run_timeout(options: Options, pods: int) -> float:
+    return options.timeout if options.timeout else max(120.0, pods / 10 + 60)
+
+
+def create_nodes(api: client.ApiClient, count: int) -> list[str]:
+    """Create the kwok nodes in three zones; returns names interleaved zone by zone."""
+    by_zone: list[list[str]] = []
+    for prefix, n, labels in workloads.node_groups(count):
+        by_zone.append(
+            kube.create_kwok_nodes(
+                api,
+                n,
+                name_prefix=prefix,
+                cpu=workloads.NODE_CPU,
+                memory=workloads.NODE_MEMORY,
+                pods=workloads.NODE_PODS,
+                labels=labels,
+                workers=16,
+                timeout=max(120.0, count / 5),
+            )
+        )
+    names = []
+    for i in range(max(len(z) for z in by_zone)):
+        names += [z[i] for z in by_zone if i < len(z)]
+    return names
+
+
+async def wait_running(io: kubeio.KubeIO, namespace: str, count: int, *, within: float) -> None:
+    """Wait until kwok reports ``count`` init pods Running (so its updates are done)."""
+    deadline = time.monotonic() + within
+    while True:
+        listing = await io.list_pods(namespace, label_selector=f"{workloads.BENCH_LABEL}=init")
+        running = sum(
+            1 for p in listing["items"] if (p.get("status") or {}).get("phase") == "Running"
+        )
+        if running >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{running}/{count} init pods Running after {within:.0f}s")
+        await asyncio.sleep(0.5)
+
+
+class CpuSampler:
+    """Samples the CPU seconds of every process every ``interval`` seconds, so the CPU of a
+    window that began before anyone knew it had (the first bind) can be taken afterwards."""
+
+    def __init__(self, pids: Callable[[], dict[str, int]], interval: float = 0.2) -> None:
+        self.pids = pids
+        self.interval = interval
+        self.samples: list[tuple[float, dict[str, float]]] = []
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), measure.cpu_snapshot(self.pids())))
+
+    async def run(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(self.interval)
+
+    def window(self, start: float) -> dict[str, float]:
+        """CPU seconds from the last sample at or before ``start`` to the last sample."""
+        if not self.samples:
+            return {}
+        before = self.samples[0][1]
+        for t, snap in self.samples:
+            if t > start:
+                break
+            before = snap
+        return measure.cpu_delta(before, self.samples[-1][1])
+
+
+def thin_curve(binds: Sequence[float], t0: float) -> list[tuple[float, int]]:
+    times = sorted(binds)
+    if not times:
+        return []
+    step = max(1, len(times) // CURVE_POINTS)
+    points = [(round(t - t0, 3), i + 1) for i, t in enumerate(times) if i % step == 0]
+    if points[-1][1] != len(times):
+        points.append((round(times[-1] - t0, 3), len(times)))
+    return points
+
+
+class Bench:
+    """The whole benchmark: ``await Bench(options).run()`` returns every RunResult."""
+
+    def __init__(self, options: Options, *, progress: Callable[[str], None] = print) -> None:
+        self.options = options
+        self.progress = progress
+        self.workdir = Path(tempfile.mkdtemp(prefix="splitsched-bench-"))
+        state_dir = options.state_dir or self.workdir / "cluster"
+        self.cp = controlplane.ControlPlane(state_dir, die_with_parent=True)
+        self.nodes: list[str] = []
+        self.results: list[RunResult] = []
+        self.node_seconds = 0.0
+        self.control_plane_pids: dict[str, int] = {}
+
+    async def run(self) -> list[RunResult]:
+        opts = self.options
+        wls = workloads.build(
+            opts.workloads,
+            init_pods=opts.init_pods,
+            pods=opts.pods,
+            rate=opts.rate,
+            rate_seconds=opts.rate_seconds,
+        )
+        try:
+            started = time.monotonic()
+            await asyncio.to_thread(self.cp.up)
+            self.progress(f"control plane up at {self.cp.server_url} ({self.cp.state_dir})")
+            self.admin = kube.api_client_from_kubeconfig(self.cp.kubeconfig_path)
+            state = self.cp.load_state()
+            self.control_plane_pids = dict(state.pids) if state else {}
+            t = time.monotonic()
+            self.nodes = await asyncio.to_thread(create_nodes, self.admin, opts.nodes)
+            self.node_seconds = time.monotonic() - t
+            self.progress(
+                f"{len(self.nodes)} kwok nodes Ready in {self.node_seconds:.1f}s "
+                f"(control plane up {t - started:.1f}s)"
+            )
+            async with kubeio.KubeIO(
+                server=self.cp.server_url, ssl_context=self.cp.ssl_context()
+            ) as io:
+                for wl in wls:
+                    for name in opts.contenders:
+                        result = await self.run_one(io, wl, name)
+                        self.results.append(result)
+                        self.progress(summary_line(result))
+        finally:
+            self.cp.down()
+            if not opts.keep_state:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+        return self.results
+
+    def _pids(self, contender: contenders.Contender) -> dict[str, int]:
+        pids = {**self.control_plane_pids, "harness": os.getpid()}
+        pids.update(contender.pids())
+        return pids
+
+    async def run_one(self, io: kubeio.KubeIO, wl: workloads.Workload, name: str) -> RunResult:
+        opts = self.options
+        contender = contenders.make(
+            name,
+            kubeconfig=self.cp.kubeconfig_path,
+            admin_api=self.admin,
+            workdir=self.workdir / wl.name,
+        )
+        self.progress(f"[{wl.name}] {name}: preparing {wl.init_pods} init + {wl.pods} pods")
+        ns = await asyncio.to_thread(
+            kube.create_namespace, self.admin, prefix=f"bench-{wl.name}"[:40]
+        )
+        watch = kubeio.BindWatch(io, ns, only=lambda n: n.startswith("pod-"))
+        profilers: profiling.Profilers | None = None
+        error: str | None = None
+        achieved: float | None = None
+        created: dict[str, float] = {}
+        complete = False
+        t_launch = time.monotonic()
+        sampler = CpuSampler(lambda: self._pids(contender))
+        sampler_task: asyncio.Task[None] | None = None
+        load_start = os.getloadavg()[0]
+        try:
+            init = [
+                wl.init_pod(
+                    i,
+                    node=self.nodes[i % len(self.nodes)],
+                    scheduler_name=contender.scheduler_name,
+                )
+                for i in range(wl.init_pods)
+            ]
+            await io.create_pods(ns, init)
+            await wait_running(io, ns, len(init), within=max(120.0, len(init) / 5))
+            measured = [
+                wl.measured_pod(i, scheduler_name=contender.scheduler_name) for i in range(wl.pods)
+            ]
+            if wl.upfront:
+                created = await io.create_pods(ns, measured)
+            await watch.start()
+            t_launch = time.monotonic()
+            sampler_task = asyncio.create_task(sampler.run())
+            await asyncio.to_thread(contender.start)
+            if opts.profile_dir and contender.family == "splitsched":
+                profilers = profiling.Profilers(opts.profile_dir, tag=f"{wl.name}-{name}")
+                profilers.start(contender.pids())
+            self.progress(f"[{wl.name}] {name}: ready; measuring")
+            if not wl.upfront:
+                created, achieved = await io.create_pods_at_rate(ns, measured, rate=wl.rate)
+            complete = await watch.wait(wl.pods, within=run_timeout(opts, wl.pods))
+            sampler.sample()
+            if not complete:
+                error = f"timed out: {len(watch.bound)}/{wl.pods} bound"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            log.exception("run %s/%s failed", wl.name, name)
+            tail = contender.log_tail()
+            if tail:
+                self.progress(tail)
+        finally:
+            if sampler_task is not None:
+                sampler_task.cancel()
+            if profilers is not None:
+                for path in profilers.stop():
+                    self.progress(f"  profile summary: {path}")
+            await watch.stop()
+        try:
+            nodes, pods = await asyncio.to_thread(invariants.cluster_state, self.admin)
+            over = invariants.overcommitted(nodes, pods)
+            violations = invariants.placement_violations(nodes, pods)
+        finally:
+            describe = contender.describe()
+            await asyncio.to_thread(contender.stop)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(kube.delete_namespace, self.admin, ns, timeout=180)
+        binds = list(watch.bound.values())
+        # t0: the first measured bind. Up-front pods wait from then on (the contenders'
+        # start-up times differ and are not what is measured); rate pods from creation.
+        t0 = min(binds) if binds else t_launch
+        refs = created if not wl.upfront else {k: max(v, t0) for k, v in created.items()}
+        return RunResult(
+            workload=wl.name,
+            contender=name,
+            family=contender.family,
+            pods=wl.pods,
+            bound=len(watch.bound),
+            complete=complete,
+            throughput=measure.Throughput.from_binds(binds, start=t_launch),
+            latency=measure.Latency.from_pairs(refs, watch.bound),
+            latency_from="first bind" if wl.upfront else "creation",
+            seconds=round(max(binds) - t0, 3) if binds else float("nan"),
+            cpu_seconds=sampler.window(t0),
+            curve=thin_curve(binds, t0),
+            overcommitted=len(over),
+            placement_violations=len(violations),
+            watch_events=watch.events,
+            achieved_create_rate=round(achieved, 1) if achieved else None,
+            load_average=(round(load_start, 2), round(os.getloadavg()[0], 2)),
+            contender_config=describe,
+            error=error,
+        )
+
+
+def summary_line(r: RunResult) -> str:
+    tp = r.throughput
+    return (
+        f"[{r.workload}] {r.contender}: {r.bound}/{r.pods} bound, {tp.average:.1f} pods/s avg "
+        f"(p50 {tp.p50:.0f}, {tp.samples} samples), latency p50 {r.latency.p50:.2f}s "
+        f"p99 {r.latency.p99:.2f}s, {r.seconds:.1f}s" + (f"  ERROR: {r.error}" if r.error else "")
+    )

@@ -1,0 +1,71 @@
+"""Keeps the side-by-side benchmark (``bench/sidebyside``) working: a small run through its
+CLI on its own control plane, and the throughput arithmetic it shares with scheduler_perf.
+
+No timing assertions: the run checks that every contender bound every pod, that the
+placements are valid, and that the JSON and the PNG are written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.sidebyside import __main__ as cli
+from bench.sidebyside import measure
+
+
+def test_throughput_samples_follow_scheduler_perf() -> None:
+    # 10 binds/s from t=0.05 for 5 s; ticks every second from t=0.
+    binds = [0.05 + i / 10 for i in range(50)]
+    samples = measure.throughput_samples(binds, start=0.0, end=max(binds))
+    # The first tick (t=1) is only the baseline; ticks 2..4 each see 10 new binds; the
+    # partial interval after the last tick is dropped.
+    assert samples == pytest.approx([10.0, 10.0, 10.0])
+
+
+def test_empty_intervals_are_merged_and_repeated() -> None:
+    # 5 binds before t=1, nothing in (1, 3], 20 binds in (3, 4].
+    binds = [0.5] * 5 + [3.5] * 20
+    samples = measure.throughput_samples(binds, start=0.0, end=4.0)
+    assert samples == pytest.approx([20 / 3] * 3)
+    tp = measure.Throughput.from_binds(binds, start=0.0)
+    assert tp.samples == 0  # the last bind ends the run at 3.5, before the tick at 4
+    assert tp.overall == pytest.approx(25 / 3.0)
+
+
+def test_nearest_rank_percentiles() -> None:
+    values = sorted(float(v) for v in range(1, 101))
+    assert measure.nearest_rank(values, 50) == 50
+    assert measure.nearest_rank(values, 99) == 99
+    assert measure.nearest_rank([7.0], 90) == 7
+
+
+@pytest.mark.integration
+def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
+    stem = tmp_path / "smoke"
+    status = cli.main(
+        [
+            "--nodes", "20", "--init-pods", "20", "--pods", "100",
+            "--workloads", "basic", "--contenders", "kube-scheduler,splitsched-1",
+            "--output", str(stem), "--timeout", "120",
+        ]
+    )  # fmt: skip
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    runs = {r["contender"]: r for r in doc["results"]}
+    assert set(runs) == {"kube-scheduler", "splitsched-1"}
+    for name, run in runs.items():
+        assert run["error"] is None, (name, run["error"])
+        assert run["complete"] and run["bound"] == run["pods"] == 100, name
+        assert run["overcommitted"] == 0 and run["placement_violations"] == 0, name
+        assert run["curve"][-1][1] == 100, name
+        assert run["throughput"]["overall"] > 0, name
+        assert "kube-apiserver" in run["cpu_seconds"] and "etcd" in run["cpu_seconds"], name
+    assert "kube-scheduler" in runs["kube-scheduler"]["cpu_seconds"]
+    assert {"watcher", "scheduler", "binder-0"} <= runs["splitsched-1"]["cpu_seconds"].keys()
+    assert "splitsched-1" in doc["ratios_vs_kube_scheduler"]["basic"]
+    assert doc["machine"]["cpus"] >= 1 and doc["versions"]["binaries"]["kube-scheduler"]
+    assert status == 0
+    png = stem.with_suffix(".png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) < 500_000
