@@ -219,14 +219,33 @@ def run_live(*, keep: bool) -> int:
         stop = threading.Event()
 
         def follow() -> None:
-            w = watch.Watch()
-            for ev in w.stream(core.list_namespaced_pod, namespace, timeout_seconds=600):
-                pod = ev["object"]
+            """Record when each pod is first seen bound; re-watch if the stream ends."""
+            version = ""
+            while not stop.is_set():
+                w = watch.Watch()
+                try:
+                    for ev in w.stream(
+                        core.list_namespaced_pod,
+                        namespace,
+                        resource_version=version,
+                        timeout_seconds=60,
+                    ):
+                        pod = ev["object"]
+                        version = pod.metadata.resource_version
+                        if pod.spec.node_name and pod.metadata.name not in bound_at:
+                            bound_at[pod.metadata.name] = time.monotonic()
+                            node_of[pod.metadata.name] = pod.spec.node_name
+                        if stop.is_set():
+                            w.stop()
+                except client.ApiException:
+                    version = ""  # 410 Gone: list again from now
+
+        def catch_up() -> None:
+            """A list is the truth: count binds the watch has not shown yet."""
+            for pod in core.list_namespaced_pod(namespace).items:
                 if pod.spec.node_name and pod.metadata.name not in bound_at:
                     bound_at[pod.metadata.name] = time.monotonic()
                     node_of[pod.metadata.name] = pod.spec.node_name
-                if stop.is_set():
-                    w.stop()
 
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
@@ -240,15 +259,20 @@ def run_live(*, keep: bool) -> int:
 
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(create, manifests))
+        pool = ThreadPoolExecutor(8)
+        creating = [pool.submit(create, m) for m in manifests]
         fit = len(manifests) - len(unfit)
-        last = -1
         while len(bound_at) < fit and time.monotonic() - t0 < 300:
-            if len(bound_at) != last:
-                last = len(bound_at)
-                print(f"  {time.monotonic() - t0:5.1f}s  bound {last:4d}/{fit}", flush=True)
+            done = sum(1 for f in creating if f.done())
+            print(
+                f"  {time.monotonic() - t0:5.1f}s  created {done:4d}/{len(manifests)}"
+                f"  bound {len(bound_at):4d}/{fit}",
+                flush=True,
+            )
             time.sleep(1.0)
+            if time.monotonic() - t0 > 5:
+                catch_up()
+        pool.shutdown(wait=True)
         elapsed = time.monotonic() - t0
         stop.set()
         latencies = [bound_at[n] - created[n] for n in bound_at if n in created]
