@@ -1,0 +1,215 @@
+{{/*
+Helpers shared by every template. Component templates call them with a dict:
+  (dict "ctx" $ "component" "binder")
+*/}}
+
+{{/* The chart name, overridable with nameOverride-free simplicity: always "splitsched". */}}
+{{- define "splitsched.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+The prefix of every object name: the release name, with the chart name appended unless
+the release name already contains it ("splitsched" -> "splitsched", "prod" ->
+"prod-splitsched").
+*/}}
+{{- define "splitsched.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* One component's object name: <fullname>-<component>. */}}
+{{- define "splitsched.componentName" -}}
+{{- printf "%s-%s" (include "splitsched.fullname" .ctx) .component -}}
+{{- end -}}
+
+{{/*
+Selector labels: the immutable subset of the labels, for Deployment/Service/PDB selectors.
+*/}}
+{{- define "splitsched.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "splitsched.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+THE labels helper: every object the chart renders carries these (the standard
+app.kubernetes.io/* set plus global.commonLabels).
+*/}}
+{{- define "splitsched.labels" -}}
+{{ include "splitsched.selectorLabels" . }}
+app.kubernetes.io/part-of: splitsched
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+helm.sh/chart: {{ printf "%s-%s" .ctx.Chart.Name .ctx.Chart.Version | replace "+" "_" }}
+{{- with .ctx.Values.global.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* The image reference of a component: [registry/]repository(:tag|@digest). */}}
+{{- define "splitsched.image" -}}
+{{- $values := index .ctx.Values .component -}}
+{{- $global := .ctx.Values.global.image -}}
+{{- $repo := $values.image.repository -}}
+{{- if $global.registry -}}
+{{- $repo = printf "%s/%s" (trimSuffix "/" $global.registry) $repo -}}
+{{- end -}}
+{{- if $values.image.digest -}}
+{{- printf "%s@%s" $repo $values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default (default .ctx.Chart.AppVersion $global.tag) $values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* In-cluster DNS name of one of the chart's Services: <name>.<ns>.svc.<domain>. */}}
+{{- define "splitsched.serviceHost" -}}
+{{- printf "%s.%s.svc.%s" .name .ctx.Release.Namespace .ctx.Values.global.clusterDomain -}}
+{{- end -}}
+
+{{/*
+Environment every component gets: logging, OTEL_* (standard OpenTelemetry variables) and
+the component's extraEnv. `.prefix` is the component's SPLITSCHED_<COMPONENT> prefix.
+*/}}
+{{- define "splitsched.commonEnv" -}}
+{{- $g := .ctx.Values.global -}}
+- name: {{ .prefix }}_LOG_LEVEL
+  value: {{ $g.logLevel | quote }}
+- name: {{ .prefix }}_LOG_JSON
+  value: {{ $g.logJson | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "splitsched-%s" .component | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "service.namespace=%s,k8s.namespace.name=%s" .ctx.Release.Name .ctx.Release.Namespace | quote }}
+{{- if $g.otel.enabled }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ required "global.otel.endpoint is required when global.otel.enabled" $g.otel.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $g.otel.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: {{ $g.otel.sampler | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $g.otel.samplerArg | quote }}
+{{- else }}
+- name: OTEL_SDK_DISABLED
+  value: "true"
+{{- end }}
+{{- with (index .ctx.Values .component).extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The pod-level fields every component shares: pull secrets, security context, scheduling
+constraints, priority.
+*/}}
+{{- define "splitsched.podCommon" -}}
+{{- $values := index .ctx.Values .component -}}
+{{- with .ctx.Values.global.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- toYaml .ctx.Values.global.podSecurityContext | nindent 2 }}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with $values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Probes: readiness is the native gRPC health check (the service reports SERVING only once
+it can do its work: synced, API server reachable); liveness is HTTP /healthz, because a
+live process that is merely not ready (a binder whose API server is unreachable, a
+scheduler waiting for its watcher) must not be restarted.
+*/}}
+{{- define "splitsched.probes" -}}
+readinessProbe:
+  grpc:
+    port: {{ .grpcPort }}
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 3
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  initialDelaySeconds: 5
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 6
+{{- end -}}
+
+{{/* A PodDisruptionBudget for one component (when <component>.podDisruptionBudget.enabled). */}}
+{{- define "splitsched.pdb" -}}
+{{- $pdb := (index .ctx.Values .component).podDisruptionBudget -}}
+{{- if $pdb.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "splitsched.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "splitsched.labels" . | nindent 4 }}
+spec:
+  {{- if hasKey $pdb "minAvailable" }}
+  minAvailable: {{ $pdb.minAvailable }}
+  {{- else }}
+  maxUnavailable: {{ $pdb.maxUnavailable }}
+  {{- end }}
+  selector:
+    matchLabels:
+      {{- include "splitsched.selectorLabels" . | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{/* A ServiceMonitor scraping a component's Service port "http" (prometheus-operator). */}}
+{{- define "splitsched.serviceMonitor" -}}
+{{- $sm := (index .ctx.Values .component).serviceMonitor -}}
+{{- if $sm.enabled }}
+apiVersion: monitoring.coreos.com/v1
+kind: ServiceMonitor
+metadata:
+  name: {{ include "splitsched.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "splitsched.labels" . | nindent 4 }}
+    {{- with $sm.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  selector:
+    matchLabels:
+      {{- include "splitsched.selectorLabels" . | nindent 6 }}
+  namespaceSelector:
+    matchNames:
+      - {{ .ctx.Release.Namespace }}
+  endpoints:
+    - port: http
+      path: /metrics
+      interval: {{ $sm.interval }}
+{{- end }}
+{{- end -}}
+
+{{/* The schedulerNames of the scheduler's profiles, comma-separated. */}}
+{{- define "splitsched.schedulerNames" -}}
+{{- $names := list -}}
+{{- range .Values.scheduler.profiles -}}
+{{- $names = append $names (default "splitsched" .schedulerName) -}}
+{{- end -}}
+{{- join "," $names -}}
+{{- end -}}

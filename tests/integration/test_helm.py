@@ -1,0 +1,620 @@
+"""The Helm chart (helm/splitsched) against helm itself and the real control plane.
+
+* ``helm lint`` and ``helm template`` pass for the default values and for
+  ``ci/all-on-values.yaml`` (everything on), and fail on bad values (values.schema.json);
+* every rendered object carries the standard labels, and every Deployment's flags and
+  SPLITSCHED_* variables parse with its service's own argument parser, pointing at the
+  chart's Services;
+* the rendered chart goes to the real kube-apiserver with ``dryRun=All`` and
+  ``fieldValidation=Strict``, so the API server validates every object (ServiceMonitor is
+  skipped: the prometheus-operator CRD is not installed on the test control plane);
+* RBAC: the chart's ClusterRoles equal ``stack.WATCHER_RULES`` / ``stack.BINDER_RULES``;
+  then the chart's ServiceAccounts, ClusterRoles and bindings are created for real,
+  tokens are minted for its ServiceAccounts (TokenRequest), access reviews and real calls
+  show each can do what its component needs and nothing it does not (the binder cannot
+  list secrets or pods, the scheduler cannot touch pods), and the three services run
+  with those tokens (the scheduler with none, and the chart's profiles) and schedule
+  pods end to end.
+
+The helm binary is the cached one (``controlplane.binary_path("helm")``, built by
+scripts/get-binaries.sh). Its default Kubernetes version is whatever it was built with,
+so templates are rendered for the control plane's version (``--kube-version``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, dynamic
+from kubernetes.client.rest import ApiException
+
+from services.binder import main as binder_main
+from services.scheduler import main as scheduler_main
+from services.watcher import main as watcher_main
+from splitsched.core import profiles
+from splitsched.runtime import config
+from splitsched.testing import controlplane, kube, stack
+from tests.support.fixtures import ControlPlaneHandle
+
+CHART = controlplane.REPO_ROOT / "helm" / "splitsched"
+CI_VALUES = CHART / "ci" / "all-on-values.yaml"
+COMPONENTS = ("watcher", "scheduler", "binder")
+STANDARD_LABELS = (
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "app.kubernetes.io/component",
+    "app.kubernetes.io/part-of",
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/version",
+)
+#: Kinds whose API is not served by the test control plane (prometheus-operator's CRD).
+NO_CRD_KINDS = frozenset({"ServiceMonitor"})
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
+Manifest = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    controlplane.ensure_binaries(("helm",))
+    return controlplane.binary_path("helm")
+
+
+def kube_version() -> str:
+    return controlplane.binary_versions()["kube-apiserver"]
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(helm), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def helm_args(
+    *, values: Sequence[Path] = (), sets: Sequence[str] = (), namespace: str = "splitsched"
+) -> list[str]:
+    args = ["--namespace", namespace]
+    for path in values:
+        args += ["--values", str(path)]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+def render(
+    helm: Path,
+    *,
+    release: str = "splitsched",
+    namespace: str = "splitsched",
+    values: Sequence[Path] = (),
+    sets: Sequence[str] = (),
+) -> list[Manifest]:
+    result = run_helm(
+        helm,
+        "template",
+        release,
+        str(CHART),
+        "--kube-version",
+        kube_version(),
+        *helm_args(values=values, sets=sets, namespace=namespace),
+    )
+    assert result.returncode == 0, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def find(docs: Sequence[Manifest], kind: str, component: str | None = None) -> list[Manifest]:
+    return [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and (
+            component is None
+            or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
+        )
+    ]
+
+
+def one(docs: Sequence[Manifest], kind: str, component: str) -> Manifest:
+    [doc] = find(docs, kind, component)
+    return doc
+
+
+# -- helm lint / template ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
+    values = VALUE_SETS[value_set]
+    lint = run_helm(helm, "lint", "--strict", str(CHART), *helm_args(values=values))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(helm, values=values)
+
+    for doc in docs:
+        labels = doc["metadata"].get("labels", {})
+        missing = [k for k in STANDARD_LABELS if k not in labels]
+        assert not missing, f"{doc['kind']}/{doc['metadata']['name']} lacks {missing}"
+        assert labels["app.kubernetes.io/component"] in COMPONENTS
+        assert labels["app.kubernetes.io/part-of"] == "splitsched"
+    for component in COMPONENTS:
+        deployment = one(docs, "Deployment", component)
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert all(k in pod_labels for k in STANDARD_LABELS)
+        one(docs, "ServiceAccount", component)
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds.count("PodDisruptionBudget") == 3
+    assert kinds.count("ClusterRole") == 2  # the scheduler has none
+    if value_set == "all-on":
+        assert kinds.count("ServiceMonitor") == 3
+        one(docs, "HorizontalPodAutoscaler", "binder")
+        # The HPA owns the binder's replica count.
+        assert "replicas" not in one(docs, "Deployment", "binder")["spec"]
+        env = {e["name"]: e.get("value") for e in container(docs, "scheduler")["env"]}
+        assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http://")
+        assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+    else:
+        assert "ServiceMonitor" not in kinds and "HorizontalPodAutoscaler" not in kinds
+        assert one(docs, "Deployment", "binder")["spec"]["replicas"] == 2
+
+
+#: case -> (--set values, what the error must name)
+BAD_VALUES: dict[str, tuple[list[str], str]] = {
+    "negative replicas": (["binder.replicas=-1"], "/binder/replicas"),
+    "replicas not a number": (["watcher.replicas=many"], "/watcher/replicas"),
+    "two active schedulers": (["scheduler.replicas=2"], "/scheduler/replicas"),
+    "unknown top-level key": (["bogus=1"], "bogus"),
+    "unknown component key": (["binder.replica=3"], "replica"),
+    "resources not a map": (["scheduler.resources=lots"], "/scheduler/resources"),
+    "bad pull policy": (["global.image.pullPolicy=Sometimes"], "pullPolicy"),
+    "bad sampler": (["global.otel.sampler=often"], "sampler"),
+    "otel on without endpoint": (["global.otel.enabled=true"], "/global/otel/endpoint"),
+    "no profiles": (["scheduler.profiles=null"], "profiles"),
+    "workers zero": (["binder.workers=0"], "/binder/workers"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_VALUES))
+def test_bad_values_fail_lint_and_template(helm: Path, case: str) -> None:
+    sets, named = BAD_VALUES[case]
+    lint = run_helm(helm, "lint", str(CHART), *helm_args(sets=sets))
+    assert lint.returncode != 0, f"helm lint accepted {sets}"
+    template = run_helm(
+        helm, "template", "x", str(CHART), "--kube-version", kube_version(), *helm_args(sets=sets)
+    )
+    assert template.returncode != 0, f"helm template accepted {sets}"
+    assert "schema" in template.stderr and named in template.stderr, template.stderr
+
+
+# -- what the Deployments run ----------------------------------------------------------------
+
+
+def container(docs: Sequence[Manifest], component: str) -> Manifest:
+    spec = one(docs, "Deployment", component)["spec"]["template"]["spec"]
+    [main] = spec["containers"]
+    assert isinstance(main, dict)
+    return main
+
+
+PARSERS = {
+    "watcher": (watcher_main.build_parser, watcher_main.ENV_PREFIX),
+    "scheduler": (scheduler_main.build_parser, "SPLITSCHED_SCHEDULER"),
+    "binder": (binder_main.build_parser, "SPLITSCHED_BINDER"),
+}
+
+
+def parsed_options(docs: Sequence[Manifest], component: str) -> Any:
+    """The container's args and env as its service would read them (fieldRefs -> a name)."""
+    main = container(docs, component)
+    env = {e["name"]: e.get("value", "pod-name" if "valueFrom" in e else "") for e in main["env"]}
+    build_parser, prefix = PARSERS[component]
+    return config.parse_args(build_parser(), main["args"], env_prefix=prefix, environ=env)
+
+
+def service_port(docs: Sequence[Manifest], name: str, port_name: str) -> int:
+    [svc] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == name]
+    [port] = [p for p in svc["spec"]["ports"] if p["name"] == port_name]
+    return int(port["port"])
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set: str) -> None:
+    docs = render(helm, release="prod", namespace="sched", values=VALUE_SETS[value_set])
+    opts = {c: parsed_options(docs, c) for c in COMPONENTS}
+    suffix = ".sched.svc.cluster.local"
+
+    host, port = opts["scheduler"].watcher.rsplit(":", 1)
+    assert host == f"prod-splitsched-watcher{suffix}"
+    assert int(port) == service_port(docs, "prod-splitsched-watcher", "grpc")
+    target = opts["scheduler"].binders
+    assert target.startswith("dns:///prod-splitsched-binder-headless" + suffix)
+    [headless] = [d for d in docs if d["metadata"]["name"] == "prod-splitsched-binder-headless"]
+    assert headless["spec"]["clusterIP"] == "None"
+    assert int(target.rsplit(":", 1)[1]) == service_port(docs, headless["metadata"]["name"], "grpc")
+    host, port = opts["binder"].scheduler.rsplit(":", 1)
+    assert host == f"prod-splitsched-scheduler{suffix}"
+    assert int(port) == service_port(docs, "prod-splitsched-scheduler", "grpc")
+    assert opts["binder"].binder_id == "pod-name"
+    assert opts["binder"].workers == (128 if value_set == "all-on" else 64)
+    for component in ("watcher", "binder"):
+        assert opts[component].kubeconfig is None  # in-cluster
+
+    for component in COMPONENTS:
+        main = container(docs, component)
+        ports = {p["name"]: p["containerPort"] for p in main["ports"]}
+        assert ports["grpc"] == int(opts[component].listen.rsplit(":", 1)[1])
+        assert ports["http"] == int(opts[component].http_listen.rsplit(":", 1)[1])
+        assert main["readinessProbe"]["grpc"]["port"] == ports["grpc"]
+        assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        security = main["securityContext"]
+        assert security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"]["drop"] == ["ALL"]
+        pod = one(docs, "Deployment", component)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+
+    # The profiles ConfigMap is mounted where --profiles points, and the core accepts it;
+    # the watcher streams pending pods for exactly those schedulerNames.
+    configmap = one(docs, "ConfigMap", "scheduler")
+    mounts = {m["name"]: m["mountPath"] for m in container(docs, "scheduler")["volumeMounts"]}
+    [key] = configmap["data"]
+    assert opts["scheduler"].profiles == f"{mounts['profiles']}/{key}"
+    loaded = profiles.load_profiles_yaml(configmap["data"][key])
+    watched = {n for part in opts["watcher"].scheduler_names for n in part.split(",")}
+    assert watched == set(loaded)
+
+
+# -- the API server validates every object ----------------------------------------------------
+
+
+def dry_run_create(dyn: dynamic.DynamicClient, doc: Manifest, namespace: str) -> str | None:
+    """POST the object with dryRun=All and fieldValidation=Strict; the error, if any."""
+    resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+    try:
+        dyn.create(
+            resource,
+            body=doc,
+            namespace=namespace if resource.namespaced else None,
+            dry_run="All",
+            query_params=[("fieldValidation", "Strict")],
+        )
+    except ApiException as exc:
+        return f"{doc['kind']}/{doc['metadata']['name']}: {exc.status} {exc.body}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def dyn(kube_api: client.ApiClient) -> dynamic.DynamicClient:
+    return dynamic.DynamicClient(kube_api)
+
+
+@pytest.mark.parametrize("value_set", sorted(VALUE_SETS))
+def test_server_side_dry_run_accepts_every_object(
+    helm: Path, dyn: dynamic.DynamicClient, namespace: str, value_set: str
+) -> None:
+    docs = render(helm, release="dry", namespace=namespace, values=VALUE_SETS[value_set])
+    checked = [d for d in docs if d["kind"] not in NO_CRD_KINDS]
+    skipped = [d for d in docs if d["kind"] in NO_CRD_KINDS]
+    assert len(skipped) == (3 if value_set == "all-on" else 0)
+    groups = {g.name for g in client.ApisApi(dyn.client).get_api_versions().groups}
+    assert "monitoring.coreos.com" not in groups, "the CRD exists now: stop skipping it"
+
+    errors = [e for d in checked if (e := dry_run_create(dyn, d, namespace))]
+    assert not errors, "\n".join(errors)
+
+    # The same path rejects what the API server rejects (so the check above can fail).
+    broken = json.loads(json.dumps(one(checked, "Deployment", "binder")))
+    broken["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]["grpcc"] = {}
+    assert dry_run_create(dyn, broken, namespace) is not None
+    # dryRun: nothing was created.
+    assert not client.AppsV1Api(dyn.client).list_namespaced_deployment(namespace).items
+
+
+# -- helm install, as docs/deploy.md says -----------------------------------------------------
+
+
+def test_helm_install_and_uninstall_as_documented(
+    helm: Path,
+    control_plane: ControlPlaneHandle,
+    kube_api: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """`helm install <release> helm/splitsched --namespace <ns>` against the real API server
+    (no --kube-version: helm asks the server), the notes it prints, and `helm uninstall`.
+    No controller-manager runs here, so the Deployments get no pods; the objects do exist."""
+    labels = tmp_path / "labels.yaml"
+    labels.write_text(
+        yaml.safe_dump({"global": {"commonLabels": {kube.TEST_NAMESPACE_LABEL: namespace}}})
+    )
+    release = f"inst-{uuid.uuid4().hex[:6]}"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "KUBECONFIG": str(control_plane.kubeconfig_path),
+        **{f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")},
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+
+    installed = run("install", release, str(CHART), "--namespace", namespace, "-f", str(labels))
+    assert installed.returncode == 0, installed.stderr
+    fullname = f"{release}-splitsched"
+    notes = installed.stdout
+    assert "schedulerName: splitsched" in notes
+    assert f"port-forward svc/{fullname}-scheduler 50050:50050" in notes
+    assert "splitsched pods --server 127.0.0.1:50050" in notes
+
+    apps = client.AppsV1Api(kube_api)
+    deployments = {d.metadata.name for d in apps.list_namespaced_deployment(namespace).items}
+    assert deployments == {f"{fullname}-{c}" for c in COMPONENTS}
+    rbac = client.RbacAuthorizationV1Api(kube_api)
+    selector = f"app.kubernetes.io/instance={release}"
+    assert len(rbac.list_cluster_role(label_selector=selector).items) == 2
+
+    uninstalled = run("uninstall", release, "--namespace", namespace, "--wait")
+    assert uninstalled.returncode == 0, uninstalled.stderr
+    assert not rbac.list_cluster_role(label_selector=selector).items
+    assert not apps.list_namespaced_deployment(namespace).items
+
+
+# -- RBAC --------------------------------------------------------------------------------------
+
+
+def canonical(rules: Sequence[Mapping[str, Any]]) -> list[tuple[tuple[str, ...], ...]]:
+    return sorted(
+        tuple(tuple(sorted(r.get(k, []))) for k in ("apiGroups", "resources", "verbs"))
+        for r in rules
+    )
+
+
+def test_chart_rbac_is_exactly_what_each_component_needs(helm: Path) -> None:
+    docs = render(helm, values=(CI_VALUES,))
+    expected = {"watcher": stack.WATCHER_RULES, "binder": stack.BINDER_RULES}
+    for component, rules in expected.items():
+        role = one(docs, "ClusterRole", component)
+        assert canonical(role["rules"]) == canonical(rules), component
+        binding = one(docs, "ClusterRoleBinding", component)
+        account = one(docs, "ServiceAccount", component)
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [
+            {
+                "kind": "ServiceAccount",
+                "name": account["metadata"]["name"],
+                "namespace": "splitsched",
+            }
+        ]
+        pod = one(docs, "Deployment", component)["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == account["metadata"]["name"]
+
+    # The scheduler: a ServiceAccount without any role, and no token in its pod.
+    account = one(docs, "ServiceAccount", "scheduler")
+    assert account["automountServiceAccountToken"] is False
+    pod = one(docs, "Deployment", "scheduler")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert not find(docs, "ClusterRole", "scheduler") and not find(docs, "Role")
+    for binding in find(docs, "ClusterRoleBinding") + find(docs, "RoleBinding"):
+        subjects = {s["name"] for s in binding["subjects"]}
+        assert account["metadata"]["name"] not in subjects, binding["metadata"]["name"]
+
+
+def token_kubeconfig(admin: client.ApiClient, *, token: str, path: Path) -> Path:
+    """A kubeconfig for the admin client's server with a bearer token (CA embedded)."""
+    conf = admin.configuration
+    cluster: dict[str, Any] = {"server": str(conf.host)}
+    if conf.ssl_ca_cert:
+        ca_pem = Path(str(conf.ssl_ca_cert)).read_bytes()
+        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "cluster", "cluster": cluster}],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": "sa"}}],
+                "current-context": "sa",
+            }
+        )
+    )
+    path.chmod(0o600)
+    return path
+
+
+def create_objects(dyn: dynamic.DynamicClient, docs: Sequence[Manifest], namespace: str) -> None:
+    for doc in docs:
+        resource = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        dyn.create(resource, body=doc, namespace=namespace if resource.namespaced else None)
+
+
+def can(api: client.ApiClient, verb: str, resource: str, *, namespace: str = "") -> bool:
+    """SelfSubjectAccessReview: may this client's identity do ``verb`` on ``resource``
+    ("pods", "pods/binding", "events.k8s.io:events")?"""
+    group, _, rest = resource.rpartition(":")
+    name, _, sub = rest.partition("/")
+    review = client.AuthorizationV1Api(api).create_self_subject_access_review(
+        {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "group": group,
+                    "resource": name,
+                    "subresource": sub,
+                    "verb": verb,
+                    "namespace": namespace,
+                }
+            },
+        }
+    )
+    return bool(review.status.allowed)
+
+
+def forbidden(call: Any) -> bool:
+    try:
+        call()
+    except ApiException as exc:
+        return bool(exc.status == 403)
+    return False
+
+
+@pytest.fixture
+def chart_accounts(
+    helm: Path,
+    kube_api: client.ApiClient,
+    dyn: dynamic.DynamicClient,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]]]:
+    """The chart's RBAC objects created for real in ``namespace`` (cluster-scoped ones
+    labelled for the namespace fixture's cleanup), with a kubeconfig per ServiceAccount."""
+    labels = tmp_path / "labels.yaml"
+    labels.write_text(
+        yaml.safe_dump({"global": {"commonLabels": {kube.TEST_NAMESPACE_LABEL: namespace}}})
+    )
+    release = f"rbac-{uuid.uuid4().hex[:6]}"
+    docs = render(helm, release=release, namespace=namespace, values=(labels,))
+    create_objects(dyn, [d for d in docs if d["kind"] in RBAC_KINDS], namespace)
+    core = client.CoreV1Api(kube_api)
+    apis: dict[str, client.ApiClient] = {}
+    paths: dict[str, Path] = {}
+    for component in COMPONENTS:
+        name = one(docs, "ServiceAccount", component)["metadata"]["name"]
+        token = core.create_namespaced_service_account_token(
+            name,
+            namespace,
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+        ).status.token
+        paths[component] = token_kubeconfig(
+            kube_api, token=str(token), path=tmp_path / f"{component}.kubeconfig"
+        )
+        apis[component] = kube.api_client_from_kubeconfig(paths[component])
+    try:
+        yield docs, apis, paths
+    finally:
+        for api in apis.values():
+            api.close()
+
+
+def test_chart_service_accounts_have_least_privilege(
+    chart_accounts: tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]],
+    namespace: str,
+) -> None:
+    _, apis, _ = chart_accounts
+    ns = namespace
+    binder, watcher, scheduler = apis["binder"], apis["watcher"], apis["scheduler"]
+
+    # The binder writes what the scheduler decides, and reads nothing in bulk.
+    for verb, resource in [
+        ("create", "pods/binding"),
+        ("patch", "pods/status"),
+        ("get", "pods"),
+        ("create", "pods/eviction"),
+        ("create", "events"),
+        ("create", "events.k8s.io:events"),
+        ("patch", "events.k8s.io:events"),
+    ]:
+        assert can(binder, verb, resource, namespace=ns), f"binder cannot {verb} {resource}"
+    for verb, resource in [
+        ("list", "secrets"),
+        ("get", "secrets"),
+        ("list", "pods"),
+        ("watch", "pods"),
+        ("create", "pods"),
+        ("delete", "pods"),
+        ("update", "pods"),
+        ("list", "nodes"),
+        ("patch", "nodes"),
+    ]:
+        assert not can(binder, verb, resource, namespace=ns), f"binder may {verb} {resource}"
+
+    # The watcher reads Nodes, Pods and PDBs, and writes nothing.
+    for verb in ("get", "list", "watch"):
+        for resource in ("pods", "nodes", "policy:poddisruptionbudgets"):
+            assert can(watcher, verb, resource), f"watcher cannot {verb} {resource}"
+    for verb, resource in [
+        ("create", "pods/binding"),
+        ("patch", "pods/status"),
+        ("create", "events"),
+        ("delete", "pods"),
+        ("list", "secrets"),
+        ("list", "configmaps"),
+    ]:
+        assert not can(watcher, verb, resource, namespace=ns), f"watcher may {verb} {resource}"
+
+    # The scheduler can do nothing with pods (or anything else).
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        for resource in ("pods", "pods/binding", "pods/status", "nodes"):
+            assert not can(scheduler, verb, resource, namespace=ns), f"scheduler may {verb}"
+
+    # And the API server itself refuses the calls.
+    assert forbidden(lambda: client.CoreV1Api(binder).list_namespaced_secret(ns))
+    assert forbidden(lambda: client.CoreV1Api(binder).list_secret_for_all_namespaces())
+    assert forbidden(lambda: client.CoreV1Api(binder).list_namespaced_pod(ns))
+    assert forbidden(lambda: client.CoreV1Api(scheduler).list_namespaced_pod(ns))
+    assert forbidden(lambda: client.CoreV1Api(scheduler).create_namespaced_pod(ns, {}))
+    assert forbidden(lambda: client.CoreV1Api(watcher).list_namespaced_secret(ns))
+    client.CoreV1Api(watcher).list_pod_for_all_namespaces(limit=1)
+    client.CoreV1Api(watcher).list_node(limit=1)
+
+
+def test_services_schedule_pods_with_the_chart_rbac(
+    chart_accounts: tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]],
+    kube_api: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    docs, _, kubeconfigs = chart_accounts
+    configmap = one(docs, "ConfigMap", "scheduler")
+    profiles_path = tmp_path / "profiles.yaml"
+    profiles_path.write_text(configmap["data"]["profiles.yaml"])
+    watcher_args = [
+        a for a in container(docs, "watcher")["args"] if a.startswith("--scheduler-names")
+    ]
+
+    nodes = kube.create_kwok_nodes(
+        kube_api, 2, name_prefix=f"helm-{uuid.uuid4().hex[:5]}", cpu="4", memory="8Gi"
+    )
+    running = stack.Stack(
+        workdir=tmp_path / "stack",
+        watcher_kubeconfig=kubeconfigs["watcher"],
+        binder_kubeconfig=kubeconfigs["binder"],
+        binders=2,
+        watcher_args=watcher_args,
+        scheduler_args=["--profiles", str(profiles_path)],
+    )
+    try:
+        with running:
+            names = kube.create_pods(
+                kube_api, namespace=namespace, pods=kube.make_pods(6, name_prefix="helm")
+            )
+            core = client.CoreV1Api(kube_api)
+
+            def all_bound() -> bool:
+                pods = core.list_namespaced_pod(namespace).items
+                return len(pods) == len(names) and all(p.spec.node_name for p in pods)
+
+            kube.wait_for(all_bound, timeout=45, message="pods bound by splitsched")
+            placed = {p.spec.node_name for p in core.list_namespaced_pod(namespace).items}
+            assert placed <= set(nodes)
+
+            # The binder wrote the Scheduled events too (its events rights suffice).
+            def scheduled_events() -> bool:
+                events = client.EventsV1Api(kube_api).list_namespaced_event(namespace).items
+                return {e.regarding.name for e in events if e.reason == "Scheduled"} >= set(names)
+
+            kube.wait_for(scheduled_events, timeout=20, message="Scheduled events")
+            logs = {svc.name: svc.log_path.read_text(errors="replace") for svc in running.services}
+        for name, text in logs.items():
+            assert "forbidden" not in text.lower(), f"{name} was refused something:\n{text}"
+    finally:
+        kube.delete_nodes(kube_api, nodes)
