@@ -3,7 +3,7 @@ Helpers shared by every template. Component templates call them with a dict:
   (dict "ctx" $ "component" "binder")
 */}}
 
-{{/* The chart name, overridable with nameOverride-free simplicity: always "splitsched". */}}
+{{/* The chart name ("splitsched"): app.kubernetes.io/name on every object. */}}
 {{- define "splitsched.name" -}}
 {{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
