@@ -109,6 +109,7 @@ async def run(args: argparse.Namespace) -> int:
         listen=args.listen,
         servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, BinderServicer(pool))],
         service_names=[SERVICE_NAME],
+        max_connection_age_s=30.0,
     )
     api_ready = False
 

@@ -57,10 +57,19 @@ async def serve(
     service_names: Sequence[str],
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    max_connection_age_s: float | None = None,
 ) -> GrpcServer:
     """Start a gRPC aio server on `listen` ("host:port", port 0 = any); health starts
-    NOT_SERVING until the service calls `set_serving(True)`."""
-    server = grpc.aio.server(options=_options(max_message_bytes), interceptors=interceptors)
+    NOT_SERVING until the service calls `set_serving(True)`. `max_connection_age_s` makes
+    clients reconnect (and so re-resolve a DNS name) periodically: binders use it so a
+    scheduler's round robin over a headless Service finds replicas added later."""
+    options = _options(max_message_bytes)
+    if max_connection_age_s:
+        options += [
+            ("grpc.max_connection_age_ms", int(max_connection_age_s * 1000)),
+            ("grpc.max_connection_age_grace_ms", 10_000),
+        ]
+    server = grpc.aio.server(options=options, interceptors=interceptors)
     for add, servicer in servicers:
         add(servicer, server)
     health_servicer = health.aio.HealthServicer()
