@@ -25,7 +25,7 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.worker import BindingPool
-from splitsched.runtime import config, grpcsrv, httpsrv, logs
+from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 log = logging.getLogger("splitsched.binder")
@@ -174,10 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--workers and --max-pending must be at least 1")
     if args.preempt_deadline <= 0:
         parser.error("--preempt-deadline must be positive")
+    tracing.setup("binder")
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
+    finally:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

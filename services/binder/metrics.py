@@ -51,6 +51,13 @@ class BinderMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.reconnects = Counter(
+            "splitsched_grpc_stream_reconnects",
+            "Times a lost gRPC connection to a peer was re-established (stream=scheduler: "
+            "outcome reports reach the scheduler again after failed deliveries).",
+            ["stream"],
+            registry=self.registry,
+        )
         self.report_backlog = Gauge(
             "splitsched_binder_report_backlog",
             "Outcomes not yet acknowledged by the scheduler.",

@@ -168,6 +168,7 @@ class OutcomeReporter:
                     self._target, self._failures, len(self._buffer),
                 )  # fmt: skip
                 self._failures = 0
+                self._metrics.reconnects.labels("scheduler").inc()
             async with self._cond:
                 # Only this task removes items, and new ones are appended at the right,
                 # so the batch is exactly the leftmost len(batch) items.

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from services.binder.worker import BindingPool, BindJob, PodKey, PreemptJob
+from splitsched.runtime import tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -135,11 +136,19 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
     async def Bind(
         self, request: binder_pb2.BindRequest, context: Context
     ) -> binder_pb2.BindResponse:
+        if tracing.enabled() and not request.trace_context:
+            request.trace_context.update(tracing.from_metadata(context.invocation_metadata()))
         return self._bind_one(request)
 
     async def BindBatch(
         self, request: binder_pb2.BindBatchRequest, context: Context
     ) -> binder_pb2.BindBatchResponse:
+        if tracing.enabled():
+            # A request without its own context continues the caller's (gRPC metadata).
+            carrier = tracing.from_metadata(context.invocation_metadata())
+            for r in request.requests if carrier else ():
+                if not r.trace_context:
+                    r.trace_context.update(carrier)
         return binder_pb2.BindBatchResponse(responses=[self._bind_one(r) for r in request.requests])
 
     async def ReportUnschedulable(

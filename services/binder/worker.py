@@ -43,6 +43,7 @@ import aiohttp
 from services.binder.kubeapi import HttpResult, KubeClient
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
+from splitsched.runtime import tracing
 from splitsched.v1 import scheduler_pb2, types_pb2
 
 log = logging.getLogger(__name__)
@@ -418,16 +419,42 @@ class BindingPool:
                 await self._finish(job, BindResult(FAILED, SHUTTING_DOWN, 0, 0), event=False)
                 continue
             self._running[job.decision_id] = job
-            try:
-                result = await self._bind(job)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # a bug, not an API answer: report it, keep the worker
-                log.exception("binding %s failed unexpectedly", job.decision_id)
-                result = BindResult(FAILED, f"binder error: {exc!r}", 0, 0)
-            await self._finish(job, result, event=True)
+            call = self._trace(job)
+            with call:
+                try:
+                    result = await self._bind(job, call=call)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # a bug, not an API answer: report it, keep the worker
+                    log.exception("binding %s failed unexpectedly", job.decision_id)
+                    result = BindResult(FAILED, f"binder error: {exc!r}", 0, 0)
+                call.finish(
+                    ok=result.result == BOUND,
+                    result=Result.Name(result.result),  # type: ignore[arg-type]
+                    message=result.message,
+                )
+            await self._finish(job, result, event=True, trace_context=call.carrier())
 
-    async def _finish(self, job: BindJob, result: BindResult, *, event: bool) -> None:
+    def _trace(self, job: BindJob) -> tracing.RetriedCall:
+        """The job's `bind` span continuing the scheduler's trace (a no-op when off)."""
+        if not tracing.enabled():
+            return tracing.NO_CALL
+        return tracing.bind_call(
+            carrier=job.trace_context, namespace=job.namespace, name=job.name, uid=job.uid,
+            node=job.node, decision_id=job.decision_id, accepted_at=job.accepted_at,
+            server=self._kube.endpoint.host,
+        )  # fmt: skip
+
+    async def _finish(
+        self,
+        job: BindJob,
+        result: BindResult,
+        *,
+        event: bool,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> None:
+        """Report the outcome; it carries `trace_context` (the bind span's) back to the
+        scheduler, or the request's own context when the bind was not traced."""
         outcome = scheduler_pb2.BindingOutcome(
             decision_id=job.decision_id,
             pod=types_pb2.PodRef(namespace=job.namespace, name=job.name, uid=job.uid),
@@ -437,7 +464,7 @@ class BindingPool:
             attempts=result.attempts,
             last_http_status=result.last_http_status,
             binder_id=self.binder_id,
-            trace_context=dict(job.trace_context),
+            trace_context=dict(trace_context or job.trace_context),
         )
         outcome.finished_at.FromNanoseconds(int(self._clock() * 1e9))
         self._metrics.outcomes.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
@@ -456,7 +483,9 @@ class BindingPool:
         if event and result.result == BOUND:
             await self._write_scheduled_event(job)
 
-    async def _bind(self, job: BindJob) -> BindResult:
+    async def _bind(
+        self, job: BindJob, *, call: tracing.RetriedCall = tracing.NO_CALL
+    ) -> BindResult:
         attempts = 0
         last_status = 0
         last_error = ""
@@ -471,6 +500,7 @@ class BindingPool:
                     last_status,
                 )
             attempts += 1
+            call.attempt()
             retry_after: float | None = None
             budget = min(MAX_REQUEST_TIMEOUT, remaining)
             try:
@@ -482,9 +512,11 @@ class BindingPool:
                 self._metrics.binding_attempts.labels(code="error").inc()
                 last_status = 0
                 last_error = f"network error: {type(exc).__name__}: {exc}".rstrip(": ")
+                call.error(type(exc).__name__, last_error)
             else:
                 code = response.status
                 self._metrics.binding_attempts.labels(code=str(code)).inc()
+                call.status_code(code)
                 last_status = code
                 if 200 <= code < 300:
                     return BindResult(BOUND, "", attempts, code)
@@ -523,6 +555,9 @@ class BindingPool:
                     attempts,
                     last_status,
                 )
+            log.info("binding %s/%s to %s: %s; attempt %d in %.2fs", job.namespace, job.name,
+                     job.node, last_error, attempts + 1, delay)  # fmt: skip
+            call.retry_in(delay)
             await self._sleep(delay)
 
     async def _resolve_conflict(

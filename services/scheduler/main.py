@@ -22,16 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from services.scheduler.api import SchedulerApi
-from services.scheduler.state import Decision, SchedulerState, Unschedulable
+from services.scheduler.state import Decision, DecisionEvent, SchedulerState, Unschedulable
 from splitsched import wire
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config, grpcsrv, httpsrv, logs
+from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
 from splitsched.v1 import (
     binder_pb2,
     binder_pb2_grpc,
@@ -52,6 +53,18 @@ SLICE_SECONDS = 0.02  # how long the scheduling loop runs before yielding to I/O
 MAX_BATCH = 128  # decisions per BindBatch call
 
 
+# kube-scheduler's buckets (ExponentialBuckets(0.001, 2, 15) and (0.01, 2, 20)); the cycle's
+# gets three sub-millisecond buckets in front, as ours take a fraction of a millisecond.
+CYCLE_BUCKETS = (0.0001, 0.00025, 0.0005, *(0.001 * 2**i for i in range(15)))
+SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+BINDER_PROBE_SECONDS = 2.0
+
+
+def _attempts_label(attempts: int) -> str:
+    """kube-scheduler's `attempts` label, capped so a pod retried forever adds no series."""
+    return str(attempts) if attempts < 10 else "10+"
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -64,15 +77,34 @@ class Metrics:
         )
         self.cycle = Histogram(
             "scheduler_scheduling_attempt_duration_seconds",
-            "Scheduling cycle latency (filter, score, assume)",
-            ["result"],
-            buckets=(0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1),
+            "Scheduling cycle latency (filter, score, assume), by result and profile",
+            ["result", "profile"],
+            buckets=CYCLE_BUCKETS,
             registry=r,
         )
         self.e2e = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "From the pod's creation to its bound confirmation",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            "From the pod entering the scheduling queue to its bound confirmation, by the "
+            "number of attempts it took",
+            ["attempts"],
+            buckets=SLI_BUCKETS,
+            registry=r,
+        )
+        self.created_to_bound = Histogram(
+            "splitsched_pod_creation_to_bound_seconds",
+            "From the pod's creationTimestamp to its bound confirmation",
+            buckets=SLI_BUCKETS,
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Scheduling attempts a pod took until it was bound",
+            buckets=(1, 2, 4, 8, 16),
+            registry=r,
+        )
+        self.binders_reachable = Gauge(
+            "splitsched_scheduler_binders_reachable",
+            "1 when a binder answered the last gRPC health check SERVING, else 0",
             registry=r,
         )
         self.pending = Gauge("scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r)
@@ -122,21 +154,41 @@ class SchedulerService:
         self.binder = binder_pb2_grpc.BinderStub(self.binders_channel)
         self.inflight_sends: set[asyncio.Task[None]] = set()
         self.state.listeners.append(self._observe)
+        self.binders_ok = False
+        # Tracing off: None, and the loops skip every tracing step.
+        self.traces: tracing.SchedulingTraces | None = None
+        if tracing.enabled():
+            self.traces = tracing.SchedulingTraces()
+            self.traces.install(algo, lambda uid: self.state.queue.get(uid))
 
-    def _observe(self, event: object) -> None:
-        kind = getattr(event, "kind", "")
+    def _observe(self, event: DecisionEvent) -> None:
+        kind = event.kind
         if kind == "BOUND":
             self.metrics.bound.inc()
-            pod = getattr(event, "pod", None)
-            created = getattr(pod, "creation_timestamp", 0.0)
-            if created:
-                self.metrics.e2e.observe(max(0.0, time.time() - created))
+            pod = event.pod
+            if pod.creation_timestamp:
+                self.metrics.created_to_bound.observe(
+                    max(0.0, time.time() - pod.creation_timestamp)
+                )
+            rec = self.state.records.get(pod.uid)
+            if rec is not None and rec.first_seen:
+                attempts = max(1, rec.scheduling_attempts)
+                self.metrics.e2e.labels(_attempts_label(attempts)).observe(
+                    max(0.0, self.state.clock.now() - rec.first_seen)
+                )
+                self.metrics.pod_attempts.observe(attempts)
+        if self.traces is not None and event.decision_id:
+            self.traces.outcome(
+                event.pod.uid, event.decision_id, kind=kind, message=event.message,
+                binder_id=event.binder_id,
+            )  # fmt: skip
 
     def poke(self) -> None:
         self.wake.set()
 
     def ready(self) -> bool:
-        return self.state.synced
+        """/readyz: a synced view of the cluster and at least one binder SERVING."""
+        return self.state.synced and self.binders_ok
 
     # ---- the watch -----------------------------------------------------------------------
     async def watch_loop(self) -> None:
@@ -189,7 +241,15 @@ class SchedulerService:
         if which == "node":
             self.state.apply_node(kind, wire.node_from_proto(event.node))
         elif which == "pod":
-            self.state.apply_pod(kind, wire.pod_from_proto(event.pod))
+            pod = wire.pod_from_proto(event.pod)
+            self.state.apply_pod(kind, pod)
+            if self.traces is not None:
+                if kind == "DELETED" or pod.is_terminal:
+                    self.traces.gone(pod.uid)
+                elif pod.node_name:
+                    self.traces.confirmed(pod.uid, pod.node_name)
+                elif event.trace_context:
+                    self.traces.observed(pod.uid, event.trace_context)
         elif which == "pdb":
             pdb = event.pdb
             self.state.apply_pdb(
@@ -211,14 +271,21 @@ class SchedulerService:
                 await self._sleep_until_woken(1.0)
                 continue
             decisions: list[Decision] = self.state.take_ready_binds()
+            if self.traces is not None:
+                for d in decisions:
+                    self.traces.rebind(d.pod.uid, d.decision_id)
             reports: list[Unschedulable] = []
             started = time.perf_counter()
             while time.perf_counter() - started < SLICE_SECONDS:
                 t0 = time.perf_counter()
+                if self.traces is not None:
+                    self.traces.begin()
                 outcomes = self.state.schedule_one()
                 if outcomes is None:
                     break
                 elapsed = time.perf_counter() - t0
+                if self.traces is not None:
+                    self._trace_attempts(self.traces, outcomes)
                 for outcome in outcomes:
                     profile = outcome.pod.scheduler_name
                     if isinstance(outcome, Decision) and outcome.is_preemption:
@@ -227,10 +294,10 @@ class SchedulerService:
                     elif isinstance(outcome, Decision):
                         decisions.append(outcome)
                         self.metrics.attempts.labels("scheduled", profile).inc()
-                        self.metrics.cycle.labels("scheduled").observe(elapsed)
+                        self.metrics.cycle.labels("scheduled", profile).observe(elapsed)
                     else:
                         self.metrics.attempts.labels("unschedulable", profile).inc()
-                        self.metrics.cycle.labels("unschedulable").observe(elapsed)
+                        self.metrics.cycle.labels("unschedulable", profile).observe(elapsed)
                         if outcome.report:
                             reports.append(outcome)
                 if len(decisions) >= MAX_BATCH:
@@ -245,6 +312,22 @@ class SchedulerService:
                 await self._sleep_until_woken(1.0)
             else:
                 await asyncio.sleep(0)
+
+    @staticmethod
+    def _trace_attempts(
+        traces: tracing.SchedulingTraces, outcomes: Sequence[Decision | Unschedulable]
+    ) -> None:
+        for outcome in outcomes:
+            if isinstance(outcome, Decision):
+                traces.attempt(
+                    outcome.pod,
+                    result="preempting" if outcome.is_preemption else "scheduled",
+                    queued=outcome.queued,
+                    decision_id=outcome.decision_id,
+                    node=outcome.node,
+                )
+            else:
+                traces.attempt(outcome.pod, result="unschedulable", message=outcome.message)
 
     async def _sleep_until_woken(self, seconds: float) -> None:
         self.wake.clear()
@@ -276,6 +359,8 @@ class SchedulerService:
                 profile=d.pod.scheduler_name,
             )
             req.pod.CopyFrom(wire.pod_ref(d.pod))
+            if self.traces is not None:
+                req.trace_context.update(self.traces.bind_request(d.pod.uid, d.decision_id))
             # The binder gives up a little before we would, so its report wins the race.
             wire.timestamp_from_float(
                 d.deadline + wall - self.args.bind_timeout * 0.2, req.deadline
@@ -288,12 +373,20 @@ class SchedulerService:
             )
             for d in decisions:
                 self.state.refused(d, f"binder unreachable: {exc.code().name}")
+                if self.traces is not None:
+                    self.traces.bind_sent(
+                        d.pod.uid, d.decision_id, accepted=False, reason=exc.code().name
+                    )
             self.poke()
             return
         by_id = {r.decision_id: r for r in response.responses}
         for d in decisions:
             r = by_id.get(d.decision_id)
-            if r is None or not r.accepted:
+            accepted = r is not None and r.accepted
+            if self.traces is not None:
+                why = r.reason if r is not None else "no answer"
+                self.traces.bind_sent(d.pod.uid, d.decision_id, accepted=accepted, reason=why)
+            if not accepted:
                 self.state.refused(d, r.reason if r is not None else "no answer for this decision")
         self.poke()
 
@@ -308,12 +401,19 @@ class SchedulerService:
         request.preemptor.CopyFrom(wire.pod_ref(decision.pod))
         for victim in decision.victims:
             request.victims.append(wire.pod_ref(victim))
+        uid, did = decision.pod.uid, decision.decision_id
+        if self.traces is not None:
+            request.trace_context.update(self.traces.bind_request(uid, did, method="Preempt"))
         try:
             ack = await self.binder.Preempt(request, timeout=10.0)
         except grpc.aio.AioRpcError as exc:
+            if self.traces is not None:
+                self.traces.bind_sent(uid, did, accepted=False, reason=exc.code().name)
             self.state.refused(decision, f"binder unreachable: {exc.code().name}")
             self.poke()
             return
+        if self.traces is not None:
+            self.traces.bind_sent(uid, did, accepted=ack.accepted, reason=ack.reason)
         if not ack.accepted:
             self.state.refused(decision, ack.reason)
             self.poke()
@@ -364,6 +464,7 @@ class SchedulerService:
             asyncio.create_task(self.schedule_loop()),
             asyncio.create_task(self.housekeeping_loop()),
             asyncio.create_task(self._serving_follows_sync(server)),
+            asyncio.create_task(self.binder_probe_loop()),
         ]
         await self.stopping.wait()
         log.info("shutting down")
@@ -374,6 +475,32 @@ class SchedulerService:
         await runner.cleanup()
         await self.binders_channel.close()
         return 0
+
+    async def binder_probe_loop(self) -> None:
+        """Readiness needs a binder: ask the binders' target for its gRPC health every
+        couple of seconds (round robin spreads the checks; one SERVING answer is enough)."""
+        stub = health_pb2_grpc.HealthStub(self.binders_channel)
+        request = health_pb2.HealthCheckRequest(service="splitsched.v1.Binder")
+        while not self.stopping.is_set():
+            ok = False
+            for _ in range(3):  # a NOT_SERVING binder: ask again, maybe another one
+                try:
+                    resp = await stub.Check(request, timeout=BINDER_PROBE_SECONDS)
+                except grpc.aio.AioRpcError as exc:
+                    why = exc.code().name
+                    break
+                if resp.status == health_pb2.HealthCheckResponse.SERVING:
+                    ok = True
+                    break
+                why = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+            if ok != self.binders_ok:
+                if ok:
+                    log.info("a binder at %s is SERVING", self.args.binders)
+                else:
+                    log.warning("no binder SERVING at %s (%s)", self.args.binders, why)
+            self.binders_ok = ok
+            self.metrics.binders_reachable.set(1 if ok else 0)
+            await asyncio.sleep(BINDER_PROBE_SECONDS)
 
     async def _serving_follows_sync(self, server: grpcsrv.GrpcServer) -> None:
         serving = False
@@ -404,11 +531,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = config.parse_args(build_parser(), argv, env_prefix="SPLITSCHED_SCHEDULER")
     logs.setup("scheduler", json_lines=bool(args.log_json), level=args.log_level)
+    tracing.setup("scheduler")
     try:
         return asyncio.run(_run(args))
     except (profiles.ProfileError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        tracing.shutdown()
 
 
 async def _run(args: argparse.Namespace) -> int:

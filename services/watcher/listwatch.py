@@ -30,7 +30,9 @@ from prometheus_client import CollectorRegistry, Counter
 
 from services.watcher import ring
 from splitsched import wire
+from splitsched.core import models
 from splitsched.core.convert import ConversionError, node_from_k8s, pod_from_k8s
+from splitsched.runtime import tracing
 from splitsched.v1 import types_pb2
 
 log = logging.getLogger(__name__)
@@ -144,12 +146,15 @@ class Converter:
         if pod.deleting:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
+        carrier = None
+        if not pod.node_name and not pod.deleting and tracing.enabled():
+            carrier = _observe_pending(pod, now)
         return ring.Entry(
             kind=ring.POD,
             key=pod.key,
             uid=pod.uid,
             resource_version=pod.resource_version,
-            body=ring.encode_body(msg, observed_at=now),
+            body=ring.encode_body(msg, observed_at=now, trace_context=carrier),
             scheduler_name=pod.scheduler_name,
             assigned=bool(pod.node_name),
         )
@@ -181,6 +186,15 @@ class Converter:
             resource_version=msg.resource_version,
             body=ring.encode_body(msg, observed_at=now),
         )
+
+
+def _observe_pending(pod: models.Pod, now: float) -> dict[str, str]:
+    """The `watch_event` span that starts a pending pod's scheduling trace; its context
+    rides on the ClusterEvent to the scheduler."""
+    attrs = tracing.pod_attributes(pod.namespace, pod.name, pod.uid)
+    attrs["splitsched.profile"] = pod.scheduler_name
+    attrs["splitsched.resource_version"] = pod.resource_version
+    return tracing.producer_span("watch_event", attributes=attrs, at=now)
 
 
 def _label_selector(sel: object, out: types_pb2.LabelSelector) -> None:

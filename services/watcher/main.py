@@ -21,7 +21,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Gauge
 
 from services.watcher import listwatch, ring, server
-from splitsched.runtime import config, grpcsrv, httpsrv, logs
+from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
 
 log = logging.getLogger("services.watcher")
 ENV_PREFIX = "SPLITSCHED_WATCHER"
@@ -136,10 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup("watcher", json_lines=bool(args.log_json), level=args.log_level)
     if args.ring_size < 1 or args.page_size < 1:
         parser.error("--ring-size and --page-size must be at least 1")
+    tracing.setup("watcher")
     try:
         return asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
+    finally:
+        tracing.shutdown()
 
 
 if __name__ == "__main__":

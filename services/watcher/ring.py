@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -76,10 +76,13 @@ def _length_delimited(tag: bytes, data: bytes) -> bytes:
     return tag + _varint(len(data)) + data
 
 
-def encode_body(obj: ObjectMsg, *, observed_at: float) -> bytes:
+def encode_body(
+    obj: ObjectMsg, *, observed_at: float, trace_context: Mapping[str, str] | None = None
+) -> bytes:
     """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5 (the
-    object), 6 (resource_version) and 7 (observed_at), encoded by hand so the object is
-    serialised once and never copied into an event message."""
+    object), 6 (resource_version), 7 (observed_at) and 8 (trace_context, the watcher span
+    that observed a pending pod), encoded by hand so the object is serialised once and
+    never copied into an event message."""
     seconds = int(observed_at)
     ts = Timestamp(seconds=seconds, nanos=int((observed_at - seconds) * 1e9))
     return b"".join(
@@ -89,6 +92,9 @@ def encode_body(obj: ObjectMsg, *, observed_at: float) -> bytes:
             if obj.resource_version
             else b"",
             _length_delimited(b"\x3a", ts.SerializeToString()),
+            watcher_pb2.ClusterEvent(trace_context=trace_context).SerializeToString()
+            if trace_context
+            else b"",
         )
     )
 

@@ -1,0 +1,321 @@
+"""One trace per pod, end to end: the three services as real processes export their spans
+over OTLP/gRPC to a receiver started by this test (tests/support/otlp.py), against the real
+control plane. The binders talk to the API server through a fault-injecting proxy that
+answers 500 to the first Binding POST of one chosen pod, so that pod's bind needs a retry.
+
+Checked from the received spans only: per pod, watcher, scheduler and binder spans share
+one trace id, with the structure described in splitsched/runtime/tracing.py, and the
+failing pod's bind span has two attempt children (500, then 201). Its binder log line about
+the retry carries the same trace id. The spans are dumped to `spans.json` in the stack's
+work dir (and to $SPLITSCHED_TRACE_DUMP when set) for scripts/render-trace.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import ssl
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp import web
+from kubernetes import client
+
+from splitsched.testing import kube, stack
+from tests.support.otlp import OtlpReceiver, Span
+
+pytestmark = pytest.mark.e2e
+
+BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+PASSED_HEADERS = ("Content-Type", "Retry-After", "Audit-Id")
+INJECTED = {
+    "kind": "Status",
+    "apiVersion": "v1",
+    "status": "Failure",
+    "message": "injected fault",
+    "reason": "InternalError",
+    "code": 500,
+}
+
+
+@dataclass
+class FaultProxy:
+    """Plain HTTP in front of the HTTPS API server (for the binders only): forwards every
+    request with its bearer token, except the first Binding POST of each pod named in
+    `fail_once`, which gets a 500 Status. Runs its own event loop on a thread."""
+
+    upstream: str
+    ca_file: str | None
+    fail_once: set[tuple[str, str]] = field(default_factory=set)
+    bindings: list[tuple[str, str, int]] = field(default_factory=list)  # (ns, pod, status)
+    port: int = 0
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _runner: web.AppRunner | None = None
+    _session: aiohttp.ClientSession | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fail_first_binding(self, namespace: str, pod: str) -> None:
+        with self._lock:
+            self.fail_once.add((namespace, pod))
+
+    def binding_statuses(self, namespace: str, pod: str) -> list[int]:
+        with self._lock:
+            return [s for ns, name, s in self.bindings if (ns, name) == (namespace, pod)]
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        match = BINDING.match(request.path)
+        key = (match.group(1), match.group(2)) if match and request.method == "POST" else None
+        if key is not None:
+            with self._lock:
+                inject = key in self.fail_once
+                self.fail_once.discard(key)
+            if inject:
+                with self._lock:
+                    self.bindings.append((*key, 500))
+                return web.json_response(INJECTED, status=500)
+        assert self._session is not None
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        async with self._session.request(
+            request.method, self.upstream + request.path_qs, data=body, headers=headers
+        ) as upstream:
+            data = await upstream.read()
+            if key is not None:
+                with self._lock:
+                    self.bindings.append((*key, upstream.status))
+            out = {k: v for k, v in upstream.headers.items() if k in PASSED_HEADERS}
+            return web.Response(status=upstream.status, body=data, headers=out)
+
+    async def _start(self) -> None:
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    def start(self) -> FaultProxy:
+        loop = self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name="fault-proxy", daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), loop).result(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._stop(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def proxied_kubeconfig(original: Path, server: str, directory: Path) -> Path:
+    """The binder's ServiceAccount kubeconfig, pointed at the plain-HTTP proxy."""
+    doc = yaml.safe_load(original.read_text())
+    for entry in doc["clusters"]:
+        entry["cluster"] = {"server": server}
+    path = directory / f"proxied-{original.name}"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class Traced:
+    stack: stack.Stack
+    receiver: OtlpReceiver
+    proxy: FaultProxy
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def traced(
+    kube_api: client.ApiClient, e2e_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Traced]:
+    """Watcher, two binders (through the proxy) and a scheduler exporting to a receiver."""
+    workdir: Path = tmp_path_factory.mktemp("traced")
+    receiver = OtlpReceiver().start()
+    sa_namespace = kube.create_namespace(kube_api, prefix="splitsched-system")
+    proxy: FaultProxy | None = None
+    running: stack.Stack | None = None
+    try:
+        configs = stack.component_kubeconfigs(kube_api, namespace=sa_namespace, directory=workdir)
+        conf = kube_api.configuration
+        proxy = FaultProxy(upstream=str(conf.host).rstrip("/"), ca_file=conf.ssl_ca_cert).start()
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+        }
+        running = stack.Stack(
+            workdir=workdir,
+            watcher_kubeconfig=configs["watcher"],
+            binder_kubeconfig=proxied_kubeconfig(configs["binder"], proxy.url, workdir),
+            binders=2,
+            scheduler_args=["--log-json"],
+            binder_args=["--log-json"],
+            env=env,
+        )
+        running.start(timeout=90)
+        yield Traced(running, receiver, proxy, workdir)
+    finally:
+        if running is not None:
+            running.stop()
+        if proxy is not None:
+            proxy.stop()
+        receiver.stop()
+        dump = os.environ.get("SPLITSCHED_TRACE_DUMP")
+        receiver.dump(workdir / "spans.json")
+        if dump:
+            receiver.dump(Path(dump))
+        kube.delete_namespace(kube_api, sa_namespace)
+
+
+def in_trace(spans: list[Span], trace_id: str) -> list[Span]:
+    return [s for s in spans if s.trace_id == trace_id]
+
+
+def children(spans: list[Span], parent: Span) -> list[Span]:
+    return sorted(
+        (s for s in spans if s.parent_span_id == parent.span_id), key=lambda s: s.start_ns
+    )
+
+
+def finished_attempt(spans: list[Span], namespace: str, pod: str) -> Span | None:
+    """The pod's confirmed scheduling attempt (root `schedule_pod` with a `confirm` child
+    and a binder `bind` span in its trace), once all of them have been exported."""
+    for root in spans:
+        if (
+            root.name == "schedule_pod"
+            and root.pod == pod
+            and root.attributes.get("k8s.namespace.name") == namespace
+        ):
+            trace = in_trace(spans, root.trace_id)
+            if any(s.name == "confirm" for s in trace) and any(s.name == "bind" for s in trace):
+                return root
+    return None
+
+
+def test_each_pod_is_one_trace_across_the_three_services(
+    traced: Traced, kube_api: client.ApiClient, namespace: str
+) -> None:
+    names = ["web-0", "web-1", "web-2", "flaky"]
+    traced.proxy.fail_first_binding(namespace, "flaky")
+    kube.create_pods(
+        kube_api, namespace=namespace, pods=[kube.make_pod(n, cpu="100m") for n in names]
+    )
+    core = client.CoreV1Api(kube_api)
+
+    def bound() -> dict[str, str] | None:
+        pods = core.list_namespaced_pod(namespace).items
+        nodes = {p.metadata.name: p.spec.node_name for p in pods if p.spec.node_name}
+        return nodes if len(nodes) == len(names) else None
+
+    placed = kube.wait_for(bound, timeout=60, interval=0.5, message="pods bound")
+
+    def exported() -> dict[str, Span] | None:
+        spans = traced.receiver.spans()
+        roots = {n: finished_attempt(spans, namespace, n) for n in names}
+        return {n: r for n, r in roots.items() if r is not None} if all(roots.values()) else None
+
+    roots = kube.wait_for(exported, timeout=60, interval=0.5, message="every pod's trace")
+    spans = traced.receiver.spans()
+    assert traced.proxy.binding_statuses(namespace, "flaky") == [500, 201]
+
+    for name, root in roots.items():
+        trace = in_trace(spans, root.trace_id)
+        assert root.service == "splitsched-scheduler"
+        assert root.status != "ERROR", (name, root.status_message)
+        assert root.attributes["k8s.pod.name"] == name
+        assert root.attributes["k8s.namespace.name"] == namespace
+        assert root.attributes["splitsched.profile"] == "splitsched"
+        assert root.attributes["splitsched.attempt"] == 1
+        assert root.attributes["k8s.node.name"] == placed[name]
+
+        # The trace starts at the watcher's event for this pod.
+        watch = next(s for s in trace if s.span_id == root.parent_span_id)
+        assert (watch.service, watch.name, watch.kind) == (
+            "splitsched-watcher",
+            "watch_event",
+            "PRODUCER",
+        )
+        assert watch.pod == name and watch.parent_span_id == ""
+
+        # The scheduler's cycle, its request to a binder and the confirmation.
+        steps = {s.name: s for s in children(spans, root)}
+        assert set(steps) == {
+            "queue_wait",
+            "filter",
+            "score",
+            "assume",
+            "bind_request",
+            "confirm",
+        }, name
+        assert int(steps["filter"].attributes["splitsched.feasible_nodes"]) >= 2
+        assert steps["assume"].attributes["k8s.node.name"] == placed[name]
+        assert steps["bind_request"].kind == "PRODUCER"
+        assert steps["confirm"].attributes["k8s.node.name"] == placed[name]
+        assert all(s.service == "splitsched-scheduler" for s in steps.values())
+
+        # The binder continues the same trace under the request.
+        binds = [s for s in trace if s.name == "bind"]
+        assert len(binds) == 1, name
+        bind = binds[0]
+        assert bind.service == "splitsched-binder" and bind.kind == "CONSUMER"
+        assert bind.parent_span_id == steps["bind_request"].span_id
+        assert bind.attributes["k8s.node.name"] == placed[name]
+        assert bind.attributes["splitsched.bind.result"] == "BOUND"
+        attempts = children(spans, bind)
+        assert all(a.kind == "CLIENT" and a.service == "splitsched-binder" for a in attempts)
+        codes = [a.attributes["http.response.status_code"] for a in attempts]
+        if name == "flaky":
+            assert codes == [500, 201]
+            assert attempts[0].status == "ERROR"
+            assert float(attempts[0].attributes["splitsched.retry_delay_seconds"]) >= 0
+            assert attempts[1].attributes["http.request.resend_count"] == 1
+            assert bind.attributes["splitsched.bind.attempts"] == 2
+        else:
+            assert codes == [201]
+            assert bind.attributes["splitsched.bind.attempts"] == 1
+
+    # Different pods, different traces.
+    assert len({r.trace_id for r in roots.values()}) == len(names)
+
+    # The binder's log line about the retry carries the trace and the bind span.
+    flaky = roots["flaky"]
+    bind_span = next(s for s in in_trace(spans, flaky.trace_id) if s.name == "bind")
+    lines = [
+        json.loads(line)
+        for svc in traced.stack.binder_services
+        for line in svc.log_path.read_text(errors="replace").splitlines()
+        if line.startswith("{")
+    ]
+    retry_lines = [
+        doc for doc in lines if f"{namespace}/flaky" in doc["msg"] and "attempt 2" in doc["msg"]
+    ]
+    assert len(retry_lines) == 1, retry_lines
+    assert retry_lines[0]["trace_id"] == flaky.trace_id
+    assert retry_lines[0]["span_id"] == bind_span.span_id
