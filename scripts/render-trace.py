@@ -107,7 +107,13 @@ def render_ascii(trace: list[dict[str, Any]], *, width: int = 48) -> str:
         b = max(a + 1, round(end))
         bar = " " * a + ("=" * (b - a) if s["end_ns"] > s["start_ns"] else "|")
         name = "  " * depth + short_name(s["name"])
-        attrs = [f"{SHORT[k]}={s['attributes'][k]}" for k in SHOWN if k in s.get("attributes", {})]
+        root_node = root["attributes"].get("k8s.node.name")
+        attrs = [
+            f"{SHORT[k]}={v}"
+            for k in SHOWN
+            if (v := s.get("attributes", {}).get(k)) is not None
+            and not (k == "k8s.node.name" and s is not root and v == root_node)
+        ]
         if s.get("status") == "ERROR":
             attrs.append(f"ERROR({s.get('status_message') or s['attributes'].get('error.type')})")
         service = s["service"].removeprefix("splitsched-")

@@ -58,6 +58,7 @@ MAX_BATCH = 128  # decisions per BindBatch call
 CYCLE_BUCKETS = (0.0001, 0.00025, 0.0005, *(0.001 * 2**i for i in range(15)))
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 BINDER_PROBE_SECONDS = 2.0
+OUTCOME_KINDS = frozenset({"BOUND", "BIND_FAILED", "CONFLICT", "POD_GONE"})
 
 
 def _attempts_label(attempts: int) -> str:
@@ -110,7 +111,8 @@ class Metrics:
         self.pending = Gauge("scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r)
         self.outcomes = Counter(
             "splitsched_scheduler_binding_outcomes_total",
-            "Binding outcomes reported by binders",
+            "Decisions resolved, by result: BOUND (by a binder's report or the watch), "
+            "BIND_FAILED, CONFLICT, POD_GONE",
             ["result"],
             registry=r,
         )
@@ -163,6 +165,8 @@ class SchedulerService:
 
     def _observe(self, event: DecisionEvent) -> None:
         kind = event.kind
+        if kind in OUTCOME_KINDS:
+            self.metrics.outcomes.labels(kind).inc()
         if kind == "BOUND":
             self.metrics.bound.inc()
             pod = event.pod

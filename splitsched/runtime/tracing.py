@@ -461,6 +461,9 @@ class SchedulingTraces:
     """
 
     queued_of: Callable[[str], QueuedLike | None] = lambda _uid: None
+    #: Whether our sampler follows a remote parent's decision (the default
+    #: parentbased_*): then a pod the watcher did not sample costs no span here.
+    _follows_parent: bool = True
     _cycle: _Cycle = field(default_factory=_Cycle)
     _in_schedule: bool = False
     _open: dict[str, _Attempt] = field(default_factory=dict)  # by pod uid
@@ -473,6 +476,7 @@ class SchedulingTraces:
         `queued_of(uid)` gives the queue entry of the pod being scheduled (its enqueue
         time and attempt count)."""
         self.queued_of = queued_of
+        self._follows_parent = _sampler_follows_parent()
         schedule, score, assume = algo.schedule, algo.score, algo.assume
 
         def timed_schedule(pod: Any, *args: Any, **kwargs: Any) -> Any:
@@ -523,7 +527,7 @@ class SchedulingTraces:
         attempt = self._open.pop(uid, None)
         self._watched.pop(uid, None)
         self._previous.pop(uid, None)
-        if attempt is None:
+        if attempt is None or not attempt.root.is_recording():
             return
         now = time.time_ns()
         confirm = tracer().start_span(
@@ -581,6 +585,12 @@ class SchedulingTraces:
         watched = self._watched.get(uid)
         if watched is not None and not watched.used:
             watched.used = True
+            unsampled = _unsampled(watched.carrier) if self._follows_parent else None
+            if unsampled is not None:
+                # The watcher did not sample this trace and our sampler follows it: keep
+                # its context (so the binder follows too) and build nothing.
+                self._keep(uid, trace.NonRecordingSpan(unsampled), result, decision_id, node)
+                return
             parent = extract(watched.carrier)
         else:
             parent = otel_context.Context()
@@ -599,6 +609,7 @@ class SchedulingTraces:
             "schedule_pod", context=parent, attributes=attrs, links=links, start_time=enqueued
         )
         if not root.is_recording():
+            self._keep(uid, root, result, decision_id, node)
             return
         self._previous[uid] = root.get_span_context()
         in_root = trace.set_span_in_context(root)
@@ -609,15 +620,22 @@ class SchedulingTraces:
         if result in ("scheduled", "preempting"):
             root.set_attribute("k8s.node.name", node)
             root.set_attribute("splitsched.decision_id", decision_id)
-            superseded = self._open.pop(uid, None)
-            if superseded is not None:
-                self._fail(superseded, "Superseded", "a newer attempt for this pod started")
-            if len(self._open) >= MAX_TRACKED:
-                self._fail(self._open.pop(next(iter(self._open))), "Abandoned", "too many open")
-            self._open[uid] = _Attempt(root=root, decision_id=decision_id, node=node)
+            self._keep(uid, root, result, decision_id, node)
             return
         set_error(root, result.capitalize(), message or result)
         root.end(end_time=max(cycle.end if timed else now, now))
+
+    def _keep(self, uid: str, root: trace.Span, result: str, decision_id: str, node: str) -> None:
+        """Hold a decided attempt's root until its binding is confirmed or fails (a
+        non-recording root too: its context still goes to the binder)."""
+        if result not in ("scheduled", "preempting"):
+            return
+        superseded = self._open.pop(uid, None)
+        if superseded is not None:
+            self._fail(superseded, "Superseded", "a newer attempt for this pod started")
+        if len(self._open) >= MAX_TRACKED:
+            self._fail(self._open.pop(next(iter(self._open))), "Abandoned", "too many open")
+        self._open[uid] = _Attempt(root=root, decision_id=decision_id, node=node)
 
     def _cycle_spans(
         self, cycle: _Cycle, in_root: otel_context.Context, *, node: str, message: str
@@ -660,6 +678,14 @@ class SchedulingTraces:
         attempt = self._open.get(uid)
         if attempt is None or attempt.decision_id != decision_id:
             return {}
+        if not attempt.root.is_recording():
+            # Not sampled: the binder learns so (and builds nothing either).
+            ctx = attempt.root.get_span_context()
+            if not ctx.is_valid:
+                return {}
+            return {
+                "traceparent": f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+            }
         attrs: dict[str, Any] = {
             "rpc.system": "grpc",
             "rpc.service": "splitsched.v1.Binder",
@@ -733,6 +759,37 @@ class SchedulingTraces:
     @property
     def open_attempts(self) -> int:
         return len(self._open)
+
+
+def _sampler_follows_parent() -> bool:
+    """Whether the provider's sampler is parent-based (OTEL_TRACES_SAMPLER parentbased_*,
+    the default), so an unsampled remote parent means an unsampled child."""
+    from opentelemetry.sdk.trace.sampling import ParentBased
+
+    provider = _state.provider
+    return provider is not None and isinstance(getattr(provider, "sampler", None), ParentBased)
+
+
+def _unsampled(carrier: Mapping[str, str]) -> trace.SpanContext | None:
+    """The remote span context of a W3C `traceparent` whose sampled flag is off (None if
+    it is sampled, absent or malformed); parsed by hand, as it is on the hot path."""
+    value = carrier.get("traceparent", "")
+    parts = value.split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16 or len(parts[3]) != 2:
+        return None
+    try:
+        flags = int(parts[3], 16)
+        if flags & trace.TraceFlags.SAMPLED:
+            return None
+        ctx = trace.SpanContext(
+            trace_id=int(parts[1], 16),
+            span_id=int(parts[2], 16),
+            is_remote=True,
+            trace_flags=trace.TraceFlags(flags),
+        )
+    except ValueError:
+        return None
+    return ctx if ctx.is_valid else None
 
 
 def _feasible(result: Any) -> tuple[int | None, int | None]:

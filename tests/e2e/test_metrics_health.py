@@ -178,6 +178,7 @@ def test_counters_move_as_pods_bind(
     assert grew(s0, s1, "splitsched_pod_creation_to_bound_seconds_count") >= n
     assert grew(s0, s1, "scheduler_pod_scheduling_attempts_count") >= n
     assert grew(s0, s1, "splitsched_scheduler_pods_bound_total") >= n
+    assert grew(s0, s1, "splitsched_scheduler_binding_outcomes_total", result="BOUND") >= n
     assert grew(s0, s1, "splitsched_scheduler_watch_events_total", type="MODIFIED") >= n
     assert total(s1, "splitsched_scheduler_binders_reachable") == 1
     assert {"active", "backoff", "unschedulable"} <= {

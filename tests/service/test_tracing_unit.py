@@ -364,6 +364,31 @@ def test_unschedulable_attempt_fails_and_the_retry_is_a_linked_new_trace(
     assert links["watch_event"].span_id == parent_id(root1)
 
 
+def test_a_pod_the_watcher_did_not_sample_costs_no_span_but_passes_the_decision_on(
+    exporter: InMemorySpanExporter,
+) -> None:
+    state, traces, _ = traced_state()
+    unsampled = f"00-{'ab' * 16}-{'cd' * 8}-00"
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", pod("a"))
+    traces.observed("uid-a", {"traceparent": unsampled})
+    decision = run_attempt(state, traces)
+    assert isinstance(decision, Decision)
+    carrier = traces.bind_request("uid-a", decision.decision_id)
+    # The binder is told "not sampled" in the same trace, so it builds nothing either.
+    traceparent = carrier["traceparent"]
+    assert traceparent.startswith(f"00-{'ab' * 16}-") and traceparent.endswith("-00")
+    call = tracing.bind_call(
+        carrier=carrier, namespace="ns", name="a", uid="uid-a", node=decision.node,
+        decision_id=decision.decision_id, accepted_at=0.0,
+    )  # fmt: skip
+    assert call is tracing.NO_CALL
+    traces.bind_sent("uid-a", decision.decision_id, accepted=True)
+    traces.confirmed("uid-a", decision.node)
+    assert traces.open_attempts == 0
+    assert list(exporter.get_finished_spans()) == []
+
+
 def test_refused_and_failed_decisions_end_their_trace_failed(
     exporter: InMemorySpanExporter,
 ) -> None:
