@@ -137,6 +137,26 @@ def test_console_exporter_and_service_name(monkeypatch: pytest.MonkeyPatch) -> N
         tracing.shutdown()
 
 
+def test_otlp_protocol_selects_the_exporter() -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
+    grpc_exporter = tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    http_exporter = tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
+    default = tracing._exporter("otlp", {})
+    try:
+        assert isinstance(grpc_exporter, Grpc)
+        assert isinstance(http_exporter, Http)
+        assert isinstance(default, Http)
+        with pytest.raises(ValueError, match="unsupported OTLP protocol"):
+            tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
+        with pytest.raises(ValueError, match="unknown OTEL_TRACES_EXPORTER"):
+            tracing._exporter("zipkin", {})
+    finally:
+        for exporter in (grpc_exporter, http_exporter, default):
+            exporter.shutdown()
+
+
 def test_carriers_round_trip(exporter: InMemorySpanExporter) -> None:
     span = tracing.tracer().start_span("x")
     carrier = tracing.inject(span)
