@@ -1,10 +1,20 @@
-"""`splitsched` verbs that call a running scheduler's gRPC API: pods, explain, simulate -f,
-nodes, watch. Human tables by default (aligned, coloured on a terminal), `-o json|yaml`
-for scripts.
+"""`splitsched` verbs that call a running scheduler's gRPC API (`splitsched.cli` registers
+them): `pods [NS/POD]`, `explain NS/POD`, `simulate -f FILE`, `nodes`, `watch`.
 
-Exit codes scripts can rely on: 0 success; 1 the answer is negative (the pod or pods do
-not fit, `explain` of a pod that is not pending); 2 bad input; 3 the server could not be
-reached or failed; 4 not found.
+Human tables by default (aligned, coloured when stdout is a terminal and NO_COLOR is
+unset), `-o json|yaml` for scripts (`watch -o json` prints one JSON object per line).
+`--server` (env SPLITSCHED_SERVER) names the scheduler; `--ca`, `--cert`, `--key` (env
+SPLITSCHED_CA, SPLITSCHED_CERT, SPLITSCHED_KEY) switch to TLS, mutual with cert and key;
+`--tls` alone uses TLS with the system's roots.
+
+Exit codes scripts can rely on:
+  0  success
+  1  the answer is negative: a simulated pod (or gang) does not fit; `explain` of a pod
+     that is not waiting (already binding, bound or preempting)
+  2  bad input: a malformed manifest or argument (the message names the field), an
+     unreadable file, a request too large
+  3  the server could not be reached, was not ready, or failed
+  4  not found: the scheduler does not track that pod
 """
 
 from __future__ import annotations
@@ -13,13 +23,15 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 import grpc
 import yaml
 from google.protobuf import json_format
+from google.protobuf.message import Message
 
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -29,46 +41,138 @@ EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
 EXIT_NOT_FOUND = 4
 DEFAULT_SERVER = "127.0.0.1:50050"
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
-_STATE_NAMES = {v: k for k, v in scheduler_pb2.PodState.items()}
+_STATE_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.PodState.items()}
+_KIND_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.Decision.Kind.items()}
+_BAD_INPUT_CODES = (
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.OUT_OF_RANGE,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,  # the request exceeds the server's message limit
+)
+
+GREEN, CYAN, YELLOW, MAGENTA, RED, BOLD = "32", "36", "33", "35", "31", "1"
+_STATE_COLOUR = {"BOUND": GREEN, "BINDING": CYAN, "WAITING": YELLOW, "PREEMPTING": MAGENTA}
+_KIND_COLOUR = {
+    "SCHEDULED": CYAN,
+    "BOUND": GREEN,
+    "UNSCHEDULABLE": YELLOW,
+    "PREEMPTING": MAGENTA,
+    "BIND_FAILED": RED,
+    "CONFLICT": RED,
+    "POD_GONE": RED,
+}
 
 
-def _colour(text: str, code: str) -> str:
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
-        return f"\033[{code}m{text}\033[0m"
-    return text
+class UsageError(Exception):
+    """Bad flags or files: exit 2 with this message."""
 
 
-_STATE_COLOUR = {"BOUND": "32", "BINDING": "36", "WAITING": "33", "PREEMPTING": "35"}
+# ---- output -------------------------------------------------------------------------------
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def colour_enabled() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+
+def colour(text: str, code: str) -> str:
+    return f"\033[{code}m{text}\033[0m" if code and colour_enabled() else text
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    colours: dict[str, Callable[[str], str]] | None = None,
+) -> str:
+    """Aligned columns; `colours` maps a header to the colour code of each of its cells
+    (padding is measured before colouring, so columns stay aligned)."""
     rows = [list(r) for r in rows]
     widths = [len(h) for h in headers]
     for r in rows:
         for i, cell in enumerate(r):
             widths[i] = max(widths[i], len(cell))
-    lines = ["  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip()]
+    lines = [colour("  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip(), BOLD)]
+    pick = colours or {}
     for r in rows:
         cells = []
         for i, cell in enumerate(r):
-            padded = cell.ljust(widths[i])
-            if headers[i] == "STATE":
-                padded = _colour(padded, _STATE_COLOUR.get(cell, "0"))
-            cells.append(padded)
+            padded = cell.ljust(widths[i]) if i < len(r) - 1 else cell
+            code = pick[headers[i]](cell) if headers[i] in pick else ""
+            cells.append(colour(padded, code) if code else padded)
         lines.append("  ".join(cells).rstrip())
     return "\n".join(lines)
 
 
-def _dump(message: Any, fmt: str) -> str:
-    doc = json_format.MessageToDict(message, preserving_proto_field_name=True)
+def _doc(message: Message) -> dict[str, Any]:
+    # Zero values too (feasible_nodes: 0, all_placed: false): scripts should not have to
+    # know proto3's defaults.
+    doc: dict[str, Any] = json_format.MessageToDict(
+        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
+    return doc
+
+
+def dump(message: Message, fmt: str) -> str:
     if fmt == "yaml":
-        return str(yaml.safe_dump(doc, sort_keys=False))
-    return json.dumps(doc, indent=2)
+        return str(yaml.safe_dump(_doc(message), sort_keys=False)).rstrip("\n")
+    return json.dumps(_doc(message), indent=2)
+
+
+def fmt_amount(resource: str, amount: int) -> str:
+    if resource == "cpu":
+        return f"{amount}m" if amount % 1000 else str(amount // 1000)
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
+            if amount >= size:
+                value = amount / size
+                return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return str(amount)
+
+
+def _state(value: int) -> str:
+    return _STATE_NAMES.get(value, "?")
+
+
+def _state_colour(cell: str) -> str:
+    return _STATE_COLOUR.get(cell, "")
+
+
+# ---- connecting ---------------------------------------------------------------------------
+
+
+def _read_pem(path: str, flag: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: {exc.strerror}") from None
+
+
+def channel_credentials(args: argparse.Namespace) -> grpc.ChannelCredentials | None:
+    """TLS credentials from --tls/--ca/--cert/--key, or None for plaintext."""
+    if bool(args.cert) != bool(args.key):
+        raise UsageError("--cert and --key: give both (mutual TLS) or neither")
+    if not (args.tls or args.ca or args.cert):
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_pem(args.ca, "--ca") if args.ca else None,
+        private_key=_read_pem(args.key, "--key") if args.key else None,
+        certificate_chain=_read_pem(args.cert, "--cert") if args.cert else None,
+    )
+
+
+def open_channel(args: argparse.Namespace) -> grpc.Channel:
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", MAX_RESPONSE_BYTES)]
+    if args.server_name:
+        options.append(("grpc.ssl_target_name_override", args.server_name))
+    creds = channel_credentials(args)
+    if creds is None:
+        return grpc.insecure_channel(args.server, options=options)
+    return grpc.secure_channel(args.server, creds, options=options)
 
 
 def _stub(args: argparse.Namespace) -> tuple[grpc.Channel, scheduler_pb2_grpc.SchedulerStub]:
-    channel = grpc.insecure_channel(args.server)
+    channel = open_channel(args)
     return channel, scheduler_pb2_grpc.SchedulerStub(channel)
 
 
@@ -78,7 +182,7 @@ def _rpc_error(exc: grpc.RpcError, server: str) -> int:
     if code == grpc.StatusCode.NOT_FOUND:
         print(f"not found: {detail}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
+    if code in _BAD_INPUT_CODES:
         print(f"invalid: {detail}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"error: scheduler at {server}: {code.name}: {detail}", file=sys.stderr)
@@ -86,38 +190,98 @@ def _rpc_error(exc: grpc.RpcError, server: str) -> int:
 
 
 def _split_pod(ref: str) -> tuple[str, str]:
-    if "/" in ref:
-        ns, _, name = ref.partition("/")
-        return ns, name
-    return "default", ref
+    ns, sep, name = ref.partition("/")
+    if not sep:
+        ns, name = "default", ref
+    if not ns or not name or "/" in name:
+        raise UsageError(f"pod {ref!r}: expected NAMESPACE/NAME (or NAME in default)")
+    return ns, name
+
+
+# ---- verbs --------------------------------------------------------------------------------
+
+
+def _all_pages(
+    call: Callable[[Any], Any], request: Any, items: Callable[[Any], Sequence[Any]]
+) -> Iterator[Any]:
+    while True:
+        resp = call(request)
+        yield from items(resp)
+        if not resp.next_page_token:
+            return
+        request.page_token = resp.next_page_token
 
 
 def cmd_pods(args: argparse.Namespace) -> int:
+    if args.pod:
+        return _show_pod(args)
+    state = scheduler_pb2.POD_STATE_UNSPECIFIED
+    if args.state:
+        state = scheduler_pb2.PodState.Value(args.state.upper())
+    if args.pending:
+        state = scheduler_pb2.WAITING
+    request = scheduler_pb2.ListPodsRequest(state=state, namespace=args.namespace or "")
     channel, stub = _stub(args)
     with channel:
-        state = scheduler_pb2.WAITING if args.pending else scheduler_pb2.POD_STATE_UNSPECIFIED
-        request = scheduler_pb2.ListPodsRequest(state=state, namespace=args.namespace or "")
-        pods: list[scheduler_pb2.PodStatus] = []
-        while True:
-            resp = stub.ListPods(request, timeout=args.timeout)
-            pods.extend(resp.pods)
-            if not resp.next_page_token:
-                break
-            request.page_token = resp.next_page_token
+        pods = list(
+            _all_pages(lambda r: stub.ListPods(r, timeout=args.timeout), request, lambda r: r.pods)
+        )
     if args.output != "table":
-        print(_dump(scheduler_pb2.ListPodsResponse(pods=pods), args.output))
+        print(dump(scheduler_pb2.ListPodsResponse(pods=pods), args.output))
         return EXIT_OK
     rows = [
         (
             f"{p.pod.namespace}/{p.pod.name}",
-            _STATE_NAMES.get(p.state, "?"),
-            p.node or "-",
+            _state(p.state),
+            p.node or p.nominated_node or "-",
             str(p.scheduling_attempts),
             p.message[:100],
         )
         for p in pods
     ]
-    print(table(("POD", "STATE", "NODE", "ATTEMPTS", "MESSAGE"), rows))
+    print(
+        table(
+            ("POD", "STATE", "NODE", "ATTEMPTS", "MESSAGE"),
+            rows,
+            colours={"STATE": _state_colour},
+        )
+    )
+    return EXIT_OK
+
+
+def _show_pod(args: argparse.Namespace) -> int:
+    ns, name = _split_pod(args.pod)
+    channel, stub = _stub(args)
+    with channel:
+        p = stub.GetPod(scheduler_pb2.GetPodRequest(namespace=ns, name=name), timeout=args.timeout)
+    if args.output != "table":
+        print(dump(p, args.output))
+        return EXIT_OK
+    state = _state(p.state)
+    fields = [
+        ("pod", f"{p.pod.namespace}/{p.pod.name}"),
+        ("state", colour(state, _state_colour(state))),
+        ("node", p.node or "-"),
+        ("nominated node", p.nominated_node or "-"),
+        ("scheduler", p.scheduler_name),
+        ("priority", str(p.priority)),
+        ("queue", p.queue or "-"),
+        ("scheduling attempts", str(p.scheduling_attempts)),
+        ("bind attempts", str(p.bind_attempts)),
+        ("group", p.group or "-"),
+        ("last attempt", _when(p.last_attempt) if p.HasField("last_attempt") else "-"),
+        ("message", p.message or "-"),
+    ]
+    for key, value in fields:
+        print(f"{key + ':':<21}{value}")
+    if p.last_failures:
+        print()
+        print(
+            table(
+                ("NODE", "WHY NOT (LAST ATTEMPT)"),
+                [(f.node, "; ".join(f.reasons)) for f in p.last_failures],
+            )
+        )
     return EXIT_OK
 
 
@@ -129,26 +293,53 @@ def cmd_explain(args: argparse.Namespace) -> int:
             scheduler_pb2.ExplainRequest(namespace=ns, name=name, include_nodes=args.nodes),
             timeout=args.timeout,
         )
+    pending = resp.state == scheduler_pb2.WAITING
     if args.output != "table":
-        print(_dump(resp, args.output))
-    else:
-        print(f"pod {ns}/{name}: {_STATE_NAMES.get(resp.state, '?')}")
-        print(f"  {resp.summary}")
-        if resp.pod_error:
-            print(f"  the pod itself is invalid: {resp.pod_error}")
+        print(dump(resp, args.output))
+        return EXIT_OK if pending else EXIT_NEGATIVE
+    state = _state(resp.state)
+    print(f"pod {ns}/{name}: {colour(state, _state_colour(state))}")
+    print(f"  {resp.summary}")
+    if resp.pod_error:
+        print(f"  the pod itself is invalid: {resp.pod_error}")
+    if pending:
         print(f"  feasible nodes: {resp.feasible_nodes}/{resp.total_nodes}")
-        if resp.plugins:
-            rows = []
-            for v in resp.plugins:
-                reasons = "; ".join(f"{r.nodes} {r.reason}" for r in v.reasons)
-                classes = ", ".join(f"{c.node_class} ({c.nodes})" for c in v.node_classes[:3])
-                rows.append((v.plugin, str(v.rejected_nodes), reasons, classes))
-            print(table(("PLUGIN", "REJECTED", "REASONS", "NODE CLASSES"), rows))
+    if resp.plugins:
+        print(_verdict_table(resp.plugins))
+    if pending:
         help_text = "yes" if resp.preemption_might_help else "no"
         print(f"  preemption might help: {help_text}")
-        if resp.blocking_group_member:
-            print(f"  gang blocked by: {resp.blocking_group_member}")
-    return EXIT_OK
+    if resp.blocking_group_member:
+        print(f"  gang blocked by: {resp.blocking_group_member}")
+    if resp.nodes:
+        rows = [
+            (
+                n.node,
+                "yes" if n.feasible else "no",
+                "; ".join(f"{r.plugin}: {', '.join(r.reasons)}" for r in n.rejections) or "-",
+            )
+            for n in resp.nodes
+        ]
+        print(
+            table(
+                ("NODE", "FITS", "REJECTED BY"),
+                rows,
+                colours={"FITS": lambda c: GREEN if c == "yes" else RED},
+            )
+        )
+    return EXIT_OK if pending else EXIT_NEGATIVE
+
+
+def _verdict_table(verdicts: Iterable[scheduler_pb2.PluginVerdict]) -> str:
+    rows = []
+    for v in verdicts:
+        reasons = "; ".join(f"{r.nodes} {r.reason}" for r in v.reasons)
+        classes = ", ".join(f"{c.node_class} ({c.nodes})" for c in v.node_classes[:3])
+        if len(v.node_classes) > 3:
+            classes += f", +{len(v.node_classes) - 3} more"
+        preempt = "yes" if v.resolvable_by_preemption else "no"
+        rows.append((v.plugin, str(v.rejected_nodes), preempt, reasons, classes))
+    return table(("PLUGIN", "REJECTED", "PREEMPTABLE", "REASONS", "NODE CLASSES"), rows)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -157,9 +348,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     for path in args.file:
         try:
             manifests.append(sys.stdin.read() if path == "-" else Path(path).read_text())
-        except OSError as exc:
-            print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
-            return EXIT_BAD_INPUT
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise UsageError(f"cannot read {path}: {why}") from None
     channel, stub = _stub(args)
     with channel:
         resp = stub.Simulate(
@@ -167,39 +358,41 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             timeout=args.timeout,
         )
     if args.output != "table":
-        print(_dump(resp, args.output))
-    else:
-        rows = []
-        for p in resp.placements:
-            top = ", ".join(f"{n.node}={n.total:.0f}" for n in p.top_nodes)
-            rows.append((f"{p.pod.namespace}/{p.pod.name}", p.node or "-", top or p.summary))
-        print(table(("POD", "NODE", "TOP NODES (SCORE) / WHY NOT"), rows))
+        print(dump(resp, args.output))
+        return EXIT_OK if resp.all_placed else EXIT_NEGATIVE
+    rows = []
+    for p in resp.placements:
+        top = ", ".join(f"{n.node}={n.total:.0f}" for n in p.top_nodes)
+        rows.append((f"{p.pod.namespace}/{p.pod.name}", p.node or "-", top or "-", p.summary))
+    print(
+        table(
+            ("POD", "NODE", "TOP NODES (SCORE)", "SUMMARY"),
+            rows,
+            colours={"NODE": lambda c: RED if c == "-" else GREEN},
+        )
+    )
+    for p in resp.placements:
+        if p.plugins:
+            print(f"\nwhy {p.pod.namespace}/{p.pod.name} fits nowhere:")
+            print(_verdict_table(p.plugins))
+    if resp.HasField("blocking_pod"):
+        print(f"\ngang blocked by {resp.blocking_pod.namespace}/{resp.blocking_pod.name}")
     return EXIT_OK if resp.all_placed else EXIT_NEGATIVE
 
 
-def _fmt_amount(resource: str, amount: int) -> str:
-    if resource == "cpu":
-        return f"{amount}m" if amount % 1000 else str(amount // 1000)
-    if resource in ("memory", "ephemeral-storage"):
-        for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-            if amount >= size:
-                return f"{amount / size:.1f}{unit}"
-    return str(amount)
-
-
 def cmd_nodes(args: argparse.Namespace) -> int:
+    request = scheduler_pb2.ListNodesRequest(
+        name_prefix=args.prefix or "", include_pods=args.output != "table" and args.pods
+    )
     channel, stub = _stub(args)
-    nodes: list[scheduler_pb2.NodeView] = []
     with channel:
-        request = scheduler_pb2.ListNodesRequest(name_prefix=args.prefix or "")
-        while True:
-            resp = stub.ListNodes(request, timeout=args.timeout)
-            nodes.extend(resp.nodes)
-            if not resp.next_page_token:
-                break
-            request.page_token = resp.next_page_token
+        nodes = list(
+            _all_pages(
+                lambda r: stub.ListNodes(r, timeout=args.timeout), request, lambda r: r.nodes
+            )
+        )
     if args.output != "table":
-        print(_dump(scheduler_pb2.ListNodesResponse(nodes=nodes), args.output))
+        print(dump(scheduler_pb2.ListNodesResponse(nodes=nodes), args.output))
         return EXIT_OK
     rows = []
     for n in nodes:
@@ -208,54 +401,100 @@ def cmd_nodes(args: argparse.Namespace) -> int:
             alloc = node.allocatable.get(res, 0)
             req = node.requested.get(res, 0)
             pct = f"{100 * req // alloc}%" if alloc else "-"
-            return f"{_fmt_amount(res, req)}/{_fmt_amount(res, alloc)} ({pct})"
+            return f"{fmt_amount(res, req)}/{fmt_amount(res, alloc)} ({pct})"
 
-        taints = ",".join(f"{t.key}:{t.effect}" for t in n.taints) or "-"
+        other = ", ".join(
+            f"{res} {used(res)}"
+            for res in sorted(n.allocatable)
+            if res not in ("cpu", "memory", "pods", "ephemeral-storage")
+        )
+        taints = ",".join(f"{t.key}={t.value}:{t.effect}" for t in n.taints) or "-"
+        pods = f"{n.pod_count}/{n.allocatable.get('pods', 0)}"
         flags = "cordoned" if n.unschedulable else ""
-        rows.append((n.name, str(n.pod_count), used("cpu"), used("memory"), taints, flags))
-    print(table(("NODE", "PODS", "CPU", "MEMORY", "TAINTS", ""), rows))
+        rows.append((n.name, pods, used("cpu"), used("memory"), other or "-", taints, flags))
+    print(
+        table(
+            ("NODE", "PODS", "CPU", "MEMORY", "OTHER", "TAINTS", ""),
+            rows,
+            colours={"": lambda c: RED if c else ""},
+        )
+    )
     return EXIT_OK
 
 
+def _when(ts: Any) -> str:
+    return str(ts.ToDatetime(tzinfo=UTC).astimezone().strftime("%H:%M:%S.%f")[:-3])
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
+    request = scheduler_pb2.WatchDecisionsRequest(
+        namespace=args.namespace or "", include_outcomes=True, replay=args.recent
+    )
     channel, stub = _stub(args)
-    kinds = {v: k for k, v in scheduler_pb2.Decision.Kind.items()}
+    seen = 0
     with channel:
-        stream = stub.WatchDecisions(
-            scheduler_pb2.WatchDecisionsRequest(
-                namespace=args.namespace or "", include_outcomes=True
-            )
-        )
+        stream = stub.WatchDecisions(request)
         try:
             for d in stream:
-                if args.output != "table":
-                    print(_dump(d, args.output), flush=True)
-                    continue
-                when = d.at.ToDatetime().strftime("%H:%M:%S.%f")[:-3]
-                print(
-                    f"{when}  {kinds.get(d.kind, '?'):<13} {d.pod.namespace}/{d.pod.name}"
-                    f"  {d.node or ''}  {d.message[:120]}",
-                    flush=True,
-                )
+                if args.output == "json":
+                    print(json.dumps(_doc(d), separators=(",", ":")), flush=True)
+                elif args.output == "yaml":
+                    print("---\n" + dump(d, "yaml"), flush=True)
+                else:
+                    kind = _KIND_NAMES.get(d.kind, "?")
+                    line = (
+                        f"{_when(d.at)}  {colour(f'{kind:<13}', _KIND_COLOUR.get(kind, ''))}  "
+                        f"{d.pod.namespace}/{d.pod.name}  {d.node or '-'}  {d.message[:120]}"
+                    )
+                    print(line.rstrip(), flush=True)
+                seen += 1
+                if args.count and seen >= args.count:
+                    break
         except KeyboardInterrupt:
+            pass
+        finally:
             stream.cancel()
     return EXIT_OK
 
 
+# ---- wiring ---------------------------------------------------------------------------------
+
+
 def add_client_options(p: argparse.ArgumentParser) -> None:
+    env = os.environ.get
     p.add_argument(
         "--server",
-        default=os.environ.get("SPLITSCHED_SERVER", DEFAULT_SERVER),
+        default=env("SPLITSCHED_SERVER", DEFAULT_SERVER),
         help=f"scheduler gRPC address (env SPLITSCHED_SERVER; default {DEFAULT_SERVER})",
     )
     p.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per call")
+    tls = p.add_argument_group("TLS (the default is plaintext)")
+    tls.add_argument("--tls", action="store_true", help="TLS with the system's root CAs")
+    tls.add_argument(
+        "--ca", default=env("SPLITSCHED_CA"), help="CA bundle (PEM) to verify the server"
+    )
+    tls.add_argument(
+        "--cert", default=env("SPLITSCHED_CERT"), help="client certificate (PEM), mutual TLS"
+    )
+    tls.add_argument("--key", default=env("SPLITSCHED_KEY"), help="client private key (PEM)")
+    tls.add_argument(
+        "--server-name",
+        default=env("SPLITSCHED_TLS_SERVER_NAME"),
+        help="expect this name in the server's certificate (when --server is an IP)",
+    )
 
 
 def register(sub: Any) -> None:
-    pods = sub.add_parser("pods", help="pods the scheduler tracks, with their state")
+    pods = sub.add_parser(
+        "pods", help="pods the scheduler tracks, with their state (or one pod in detail)"
+    )
+    pods.add_argument("pod", nargs="?", help="NAMESPACE/NAME: show this pod in detail")
     pods.add_argument("--pending", action="store_true", help="only pods still waiting")
-    pods.add_argument("-n", "--namespace")
+    pods.add_argument(
+        "--state", choices=("waiting", "preempting", "binding", "bound"), help="only this state"
+    )
+    pods.add_argument("-n", "--namespace", help="only this namespace")
     add_client_options(pods)
     pods.set_defaults(func=cmd_pods)
 
@@ -267,18 +506,31 @@ def register(sub: Any) -> None:
 
     nodes = sub.add_parser("nodes", help="allocatable, requested and free per node")
     nodes.add_argument("--prefix", help="only nodes whose name starts with this")
+    nodes.add_argument("--pods", action="store_true", help="with -o json|yaml: list the pods")
     add_client_options(nodes)
     nodes.set_defaults(func=cmd_nodes)
 
     watch_p = sub.add_parser("watch", help="follow decisions and binding outcomes live")
-    watch_p.add_argument("-n", "--namespace")
+    watch_p.add_argument("-n", "--namespace", help="only this namespace")
+    watch_p.add_argument(
+        "--recent", type=int, default=0, metavar="N", help="start with the last N decisions"
+    )
+    watch_p.add_argument("--count", type=int, default=0, metavar="N", help="stop after N decisions")
     add_client_options(watch_p)
     watch_p.set_defaults(func=cmd_watch)
 
 
+# `simulate` is registered by splitsched.cli (it also has an offline mode); its server half
+# is ours.
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"simulate": cmd_simulate}
+
+
 def run(args: argparse.Namespace) -> int:
+    func: Callable[[argparse.Namespace], int] = _COMMANDS.get(args.command, args.func)
     try:
-        code: int = args.func(args)
-        return code
+        return func(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except grpc.RpcError as exc:
         return _rpc_error(exc, getattr(args, "server", ""))

@@ -17,10 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import orjson
-
 from splitsched import apiclient
-from splitsched.core import batch, convert, profiles
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
@@ -33,6 +30,11 @@ def _read(path: str) -> str:
 
 
 def cmd_simulate_offline(args: argparse.Namespace) -> int:
+    # Imported here: the API verbs should not pay for numpy and the core on every call.
+    import orjson
+
+    from splitsched.core import batch, convert, profiles
+
     try:
         text = _read(args.cluster)
     except OSError as exc:

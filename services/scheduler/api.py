@@ -1,19 +1,30 @@
 """The Scheduler gRPC API: outcomes from binders, and the read/what-if API for tools.
 
-A thin servicer over `SchedulerState` and the core algorithm: it validates requests,
-converts between proto and models (`splitsched.wire`), and never blocks the loop for
-long (Explain and Simulate run the vectorised core once per pod).
+A thin servicer over `SchedulerState` and the core algorithm, served by
+`services.scheduler.main` and called by binders (`ReportBindingOutcome`), the `splitsched`
+CLI (`splitsched.apiclient`), `examples/go-client` and anyone with grpcurl. It validates
+requests, converts between proto and models (`splitsched.wire`), and keeps the loop
+responsive: manifests are parsed in a worker thread; only the short, synchronous parts that
+read the view (Explain, one Simulate pass) run on the loop, so they see one consistent view.
+
+The contract, with every field's meaning, is `proto/splitsched/v1/scheduler.proto`;
+docs/api.md shows how to call it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
+import bisect
+import contextlib
 import dataclasses
+import json
+import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, NoReturn
 
 import grpc
 import numpy as np
@@ -21,13 +32,24 @@ import yaml
 
 from services.scheduler.state import DecisionEvent, Outcome, Phase, PodRecord, SchedulerState
 from splitsched import wire
-from splitsched.core import convert, models
-from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+from splitsched.core import algorithm, convert, models
+from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc, types_pb2
+
+log = logging.getLogger(__name__)
 
 MAX_PAGE = 5000
 DEFAULT_PAGE = 500
 MAX_SIMULATE_PODS = 1000
+MAX_MANIFEST_BYTES = 4 * 1024 * 1024
+DEFAULT_TOP_NODES = 3
+MAX_TOP_NODES = 50
+# Unplaced simulated pods beyond this many get a summary but no per-plugin verdicts
+# (each verdict runs every filter on every node).
+MAX_EXPLAINED_UNPLACED = 50
+# How far a WatchDecisions consumer may fall behind before it loses the oldest decisions.
+WATCH_BUFFER = 10000
 NODE_CLASS_LABELS = ("topology.kubernetes.io/zone", "node.kubernetes.io/instance-type")
+GANG_NOT_PLACED = "the gang does not fit as a whole"
 
 _PHASE_TO_PROTO = {
     Phase.WAITING: scheduler_pb2.WAITING,
@@ -41,6 +63,7 @@ _OUTCOME_FROM_PROTO = {
     scheduler_pb2.BindingOutcome.POD_GONE: Outcome.POD_GONE,
     scheduler_pb2.BindingOutcome.FAILED: Outcome.FAILED,
     scheduler_pb2.BindingOutcome.DEADLINE_EXCEEDED: Outcome.DEADLINE_EXCEEDED,
+    scheduler_pb2.BindingOutcome.IN_PROGRESS: Outcome.IN_PROGRESS,
 }
 _DECISION_KIND = {
     name: scheduler_pb2.Decision.Kind.Value(name)
@@ -54,27 +77,49 @@ _DECISION_KIND = {
         "POD_GONE",
     )
 }
+# The scheduler's own decisions; the rest are outcomes (WatchDecisionsRequest.include_outcomes).
+_DECISION_KINDS = frozenset({"SCHEDULED", "UNSCHEDULABLE", "PREEMPTING"})
 
 
-def _page_token(offset: int) -> str:
-    return base64.urlsafe_b64encode(str(offset).encode()).decode() if offset else ""
+class InvalidRequest(ValueError):
+    """The request cannot be answered as given; the message names the field."""
 
 
-def _page_offset(token: str) -> int:
+# ---- paging -----------------------------------------------------------------------------
+# A page token names the last item of the previous page (a keyset, not an offset), so pods
+# created or deleted between two pages neither shift nor repeat the others, plus the filters
+# it was issued for, so it cannot be replayed against a different query.
+
+
+def page_token(*, query: str, last: Sequence[str]) -> str:
+    raw = json.dumps({"q": query, "after": list(last)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def page_after(token: str, *, query: str, key_len: int) -> tuple[str, ...] | None:
+    """The key a page starts after; None for the first page. Raises InvalidRequest."""
     if not token:
-        return 0
+        return None
     try:
-        value = int(base64.urlsafe_b64decode(token.encode()).decode())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError("page_token is not a token this server issued") from exc
-    if value < 0:
-        raise ValueError("page_token is not a token this server issued")
-    return value
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        doc = json.loads(raw)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidRequest("page_token: not a token this server issued") from None
+    after = doc.get("after") if isinstance(doc, dict) else None
+    if (
+        not isinstance(after, list)
+        or len(after) != key_len
+        or not all(isinstance(k, str) for k in after)
+    ):
+        raise InvalidRequest("page_token: not a token this server issued")
+    if doc.get("q") != query:
+        raise InvalidRequest("page_token: issued for different filters; keep them unchanged")
+    return tuple(after)
 
 
-def _page_size(requested: int) -> int:
+def page_size(requested: int) -> int:
     if requested < 0:
-        raise ValueError("page_size must not be negative")
+        raise InvalidRequest("page_size: must not be negative")
     return min(requested or DEFAULT_PAGE, MAX_PAGE)
 
 
@@ -90,15 +135,184 @@ def node_class(node: models.Node) -> str:
     return ",".join(parts) or "default"
 
 
+# ---- Simulate's input -------------------------------------------------------------------
+
+
+class _NoAliasCheck:
+    """YAML aliases (`*ref`, `<<: *ref`) make the loader share one dict or list between
+    several places; refusing shared containers refuses aliases (and "billion laughs")."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+
+    def check(self, value: object) -> None:
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (dict, list)):
+                if id(item) in self.seen:
+                    raise InvalidRequest("YAML aliases (*ref) are not supported")
+                self.seen.add(id(item))
+                stack.extend(item.values() if isinstance(item, dict) else item)
+
+
+def _documents(text: str) -> list[object]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return [json.loads(stripped)]
+        except ValueError:
+            pass  # maybe YAML flow style after all; the YAML parser says what is wrong
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        docs = [d for d in yaml.load_all(text, Loader=loader) if d is not None]
+    except yaml.YAMLError as exc:
+        raise InvalidRequest(f"not valid YAML or JSON: {exc}") from None
+    checker = _NoAliasCheck()
+    for doc in docs:
+        checker.check(doc)
+    return docs
+
+
+def _manifest_items(text: str) -> list[tuple[str, object]]:
+    """(where, object) for every pod-ish object of one manifest string."""
+    docs = _documents(text)
+    out: list[tuple[str, object]] = []
+    for d, doc in enumerate(docs):
+        where = f"document {d}: " if len(docs) > 1 else ""
+        if isinstance(doc, dict) and doc.get("kind") in ("List", "PodList"):
+            items = doc.get("items")
+            if not isinstance(items, list):
+                raise InvalidRequest(f"{where}items: expected a list")
+            out += [(f"{where}items[{j}]: ", item) for j, item in enumerate(items)]
+        else:
+            out.append((where, doc))
+    return out
+
+
+def simulated_pods(
+    request: scheduler_pb2.SimulateRequest, *, profiles: Sequence[str]
+) -> list[models.Pod]:
+    """The pods of a Simulate request as models, validated, with the defaults the contract
+    promises. Pure (no view access): runs in a worker thread. Raises InvalidRequest."""
+    default_profile = profiles[0]
+    pods: list[models.Pod] = []
+
+    def add(pod: models.Pod, where: str) -> None:
+        if len(pods) >= MAX_SIMULATE_PODS:
+            raise InvalidRequest(f"at most {MAX_SIMULATE_PODS} pods per Simulate call")
+        if pod.invalid_reason:
+            raise InvalidRequest(f"{where}pod {pod.key}: {pod.invalid_reason}")
+        if pod.scheduler_name not in profiles:
+            raise InvalidRequest(
+                f"{where}pod {pod.key}: spec.schedulerName: {pod.scheduler_name!r} is not a "
+                f"profile of this scheduler ({', '.join(profiles)})"
+            )
+        uid = f"simulate-{len(pods)}-{pod.uid or pod.name}"
+        pods.append(dataclasses.replace(pod, uid=uid, node_name=""))
+
+    for i, msg in enumerate(request.pods):
+        where = f"pods[{i}]: "
+        _check_proto_pod(msg, where)
+        pod = wire.pod_from_proto(msg)
+        pod = dataclasses.replace(
+            pod,
+            namespace=pod.namespace or "default",
+            name=pod.name or f"simulated-{len(pods)}",
+            scheduler_name=pod.scheduler_name or default_profile,
+        )
+        add(pod, where)
+    for i, text in enumerate(request.manifests):
+        try:
+            items = _manifest_items(text)
+        except InvalidRequest as exc:
+            raise InvalidRequest(f"manifests[{i}]: {exc}") from None
+        for where, item in items:
+            where = f"manifests[{i}]: {where}"
+            if not isinstance(item, dict):
+                raise InvalidRequest(f"{where}expected a Pod object")
+            kind = item.get("kind", "Pod")
+            if kind != "Pod":
+                raise InvalidRequest(f"{where}kind: expected Pod, got {kind!r}")
+            meta = item.setdefault("metadata", {})
+            if isinstance(meta, dict) and not meta.get("name"):
+                meta["name"] = f"simulated-{len(pods)}"
+            spec = item.get("spec")
+            if isinstance(spec, dict) and not spec.get("schedulerName"):
+                spec["schedulerName"] = default_profile
+            try:
+                pod = convert.pod_from_k8s(item, strict=True)
+            except ValueError as exc:  # ConversionError: "pod ns/name: field.path: problem"
+                raise InvalidRequest(f"{where}{exc}") from None
+            add(pod, where)
+    if not pods:
+        raise InvalidRequest("pods, manifests: give at least one pod")
+    return pods
+
+
+def _check_proto_pod(msg: types_pb2.Pod, where: str) -> None:
+    """What the watcher's converter would have refused: negative quantities."""
+    lists: list[tuple[str, Mapping[str, int]]] = [
+        ("overhead", msg.overhead),
+        ("pod_requests", msg.pod_requests),
+    ]
+    for field_name, containers in (
+        ("containers", msg.containers),
+        ("init_containers", msg.init_containers),
+    ):
+        lists += [(f"{field_name}[{j}].requests", c.requests) for j, c in enumerate(containers)]
+    for path, resources in lists:
+        for resource, amount in resources.items():
+            if amount < 0:
+                raise InvalidRequest(f"{where}{path}[{resource!r}]: must not be negative")
+
+
+# ---- the servicer -----------------------------------------------------------------------
+
+
+async def _fail(context: Any, code: grpc.StatusCode, message: str) -> NoReturn:
+    await context.abort(code, message)
+    raise AssertionError("context.abort returned")  # pragma: no cover
+
+
 class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
     def __init__(self, *, state: SchedulerState, on_change: Callable[[], None]) -> None:
         self.state = state
         self.on_change = on_change
 
+    async def _require_synced(self, context: Any) -> None:
+        if not self.state.synced:
+            await _fail(
+                context,
+                grpc.StatusCode.UNAVAILABLE,
+                "the scheduler has not synced its view with the watcher yet; retry",
+            )
+
+    async def _find(self, namespace: str, name: str, context: Any) -> PodRecord:
+        if not namespace or not name:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "namespace, name: required")
+        await self._require_synced(context)
+        rec = self.state.find(namespace, name)
+        if rec is None:
+            await _fail(
+                context,
+                grpc.StatusCode.NOT_FOUND,
+                f"pod {namespace}/{name} is not tracked by this scheduler (no such pending or "
+                f"bound pod with spec.schedulerName one of: {', '.join(self.state.algo.profiles)})",
+            )
+        return rec
+
     # ---- binders -----------------------------------------------------------------------
     async def ReportBindingOutcome(
         self, request: scheduler_pb2.ReportBindingOutcomeRequest, context: Any
     ) -> scheduler_pb2.ReportBindingOutcomeResponse:
+        if not self.state.leading:
+            # A standby: the binder's reporter retries, and its channel reaches the leader.
+            await _fail(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "not the leader: this scheduler replica is a standby",
+            )
         accepted = 0
         for outcome in request.outcomes:
             result = _OUTCOME_FROM_PROTO.get(outcome.result)
@@ -110,88 +324,91 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 message=outcome.message,
                 attempts=outcome.attempts,
                 binder_id=outcome.binder_id or request.binder_id,
+                pod_uid=outcome.pod.uid,
+                node=outcome.node,
             ):
                 accepted += 1
         self.on_change()
         return scheduler_pb2.ReportBindingOutcomeResponse(accepted=accepted)
 
     # ---- pods --------------------------------------------------------------------------
-    def _status(self, rec: PodRecord) -> scheduler_pb2.PodStatus:
-        st = self.state
+    def _status(self, rec: PodRecord, wall: float) -> scheduler_pb2.PodStatus:
         msg = scheduler_pb2.PodStatus(
             pod=wire.pod_ref(rec.pod),
             state=_PHASE_TO_PROTO[rec.phase],
             node=rec.node,
+            nominated_node=rec.nominated_node if rec.phase is Phase.PREEMPTING else "",
             scheduling_attempts=rec.scheduling_attempts,
             bind_attempts=rec.bind_attempts,
             message=rec.message,
             scheduler_name=rec.pod.scheduler_name,
             priority=rec.pod.priority,
-            queue=st.queue.place_of(rec.pod.uid) or "",
+            queue=self.state.queue.place_of(rec.pod.uid) or "",
             group=rec.pod.group.name if rec.pod.group else "",
         )
         for node, reason in rec.failed_node_reasons.items():
-            msg.last_failures.add(node=node, reasons=[reason])
-        wall = time.time() - st.clock.now()
+            msg.last_failures.add(node=node, reasons=reason.split("; ") if reason else [])
         if rec.first_seen:
             wire.timestamp_from_float(rec.first_seen + wall, msg.first_seen)
         if rec.last_attempt:
             wire.timestamp_from_float(rec.last_attempt + wall, msg.last_attempt)
         return msg
 
+    def _wall_offset(self) -> float:
+        """Add to the state's clock readings to get wall-clock seconds."""
+        return time.time() - self.state.clock.now()
+
     async def GetPod(
         self, request: scheduler_pb2.GetPodRequest, context: Any
     ) -> scheduler_pb2.PodStatus:
-        if not request.namespace or not request.name:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "namespace and name are required")
-        rec = self.state.find(request.namespace, request.name)
-        if rec is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"pod {request.namespace}/{request.name} is not tracked by this scheduler",
-            )
-        assert rec is not None
-        return self._status(rec)
+        rec = await self._find(request.namespace, request.name, context)
+        return self._status(rec, self._wall_offset())
 
     async def ListPods(
         self, request: scheduler_pb2.ListPodsRequest, context: Any
     ) -> scheduler_pb2.ListPodsResponse:
+        query = f"pods/{request.state}/{request.namespace}"
         try:
-            size = _page_size(request.page_size)
-            offset = _page_offset(request.page_token)
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
+            size = page_size(request.page_size)
+            after = page_after(request.page_token, query=query, key_len=2)
+        except InvalidRequest as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._require_synced(context)
         records = sorted(
             (
-                r
+                ((r.pod.namespace, r.pod.name), r)
                 for r in self.state.iter_records()
                 if (not request.namespace or r.pod.namespace == request.namespace)
                 and (not request.state or _PHASE_TO_PROTO[r.phase] == request.state)
             ),
-            key=lambda r: (r.pod.namespace, r.pod.name),
+            key=lambda kr: kr[0],
         )
-        page = records[offset : offset + size]
-        more = offset + size < len(records)
-        return scheduler_pb2.ListPodsResponse(
-            pods=[self._status(r) for r in page],
-            next_page_token=_page_token(offset + size) if more else "",
-        )
+        start = 0 if after is None else bisect.bisect_right(records, after, key=lambda kr: kr[0])
+        page = records[start : start + size]
+        wall = self._wall_offset()
+        out = scheduler_pb2.ListPodsResponse(pods=[self._status(r, wall) for _, r in page])
+        if start + size < len(records):
+            out.next_page_token = page_token(query=query, last=page[-1][0])
+        return out
 
     # ---- nodes -------------------------------------------------------------------------
     async def ListNodes(
         self, request: scheduler_pb2.ListNodesRequest, context: Any
     ) -> scheduler_pb2.ListNodesResponse:
+        query = f"nodes/{request.name_prefix}"
         try:
-            size = _page_size(request.page_size)
-            offset = _page_offset(request.page_token)
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
+            size = page_size(request.page_size)
+            after = page_after(request.page_token, query=query, key_len=1)
+        except InvalidRequest as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._require_synced(context)
         table = self.state.cache.table
         names = sorted(n for n in table.names if n.startswith(request.name_prefix))
+        start = 0 if after is None else bisect.bisect_right(names, after[0])
+        page = names[start : start + size]
         out = scheduler_pb2.ListNodesResponse()
-        for name in names[offset : offset + size]:
+        requested = table.requested
+        for name in page:
             row = table.row_of[name]
             node = table.nodes[row]
             view = out.nodes.add(
@@ -202,7 +419,7 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
             )
             for col, res in enumerate(table.resource_names):
                 alloc = int(table.allocatable[row, col])
-                req = int(table.requested[row, col])
+                req = int(requested[row, col])
                 if alloc:
                     view.allocatable[res] = alloc
                     view.free[res] = alloc - req
@@ -214,28 +431,41 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
             if request.include_pods:
                 for pod in table.pods[row].values():
                     view.pods.append(wire.pod_ref(pod))
-        if offset + size < len(names):
-            out.next_page_token = _page_token(offset + size)
+        if start + size < len(names):
+            out.next_page_token = page_token(query=query, last=(page[-1],))
         return out
 
     # ---- explain -----------------------------------------------------------------------
     async def Explain(
         self, request: scheduler_pb2.ExplainRequest, context: Any
     ) -> scheduler_pb2.ExplainResponse:
-        if not request.namespace or not request.name:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "namespace and name are required")
-        rec = self.state.find(request.namespace, request.name)
-        if rec is None:
-            await context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"pod {request.namespace}/{request.name} is not tracked by this scheduler",
+        rec = await self._find(request.namespace, request.name, context)
+        table = self.state.cache.table
+        if rec.phase is not Phase.WAITING:
+            # Not pending any more, or already making room: nothing to run the filters for
+            # (the pod is counted on its node, so they would only confuse).
+            summary = {
+                Phase.BOUND: f"not pending: bound to node {rec.node}",
+                Phase.BINDING: f"not pending: being bound to node {rec.node}",
+                Phase.PREEMPTING: f"preempting on node {rec.nominated_node}: {rec.message}",
+            }[rec.phase]
+            return scheduler_pb2.ExplainResponse(
+                pod=wire.pod_ref(rec.pod),
+                state=_PHASE_TO_PROTO[rec.phase],
+                summary=summary,
+                total_nodes=table.n,
+                preemption_might_help=rec.phase is Phase.PREEMPTING,
             )
-        assert rec is not None
-        return self.explain_pod(rec.pod, phase=rec.phase, include_nodes=request.include_nodes)
+        out = self.explain_pod(rec.pod, phase=rec.phase, include_nodes=request.include_nodes)
+        if rec.pod.group is not None:
+            blocker = self.state.gang_blockers.get((rec.pod.namespace, rec.pod.group.name))
+            out.blocking_group_member = blocker or ""
+        return out
 
     def explain_pod(
         self, pod: models.Pod, *, phase: Phase, include_nodes: bool
     ) -> scheduler_pb2.ExplainResponse:
+        """Every filter's verdict on every node, against the view as it is now."""
         algo = self.state.algo
         table = algo.table
         exp = algo.explain(pod)
@@ -278,104 +508,127 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
     async def Simulate(
         self, request: scheduler_pb2.SimulateRequest, context: Any
     ) -> scheduler_pb2.SimulateResponse:
+        top = request.top_nodes or DEFAULT_TOP_NODES
         try:
-            pods = self._simulate_pods(request)
-        except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            raise
-        top = request.top_nodes or 3
-        if top < 0 or top > 50:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "top_nodes must be 0..50")
+            if not 0 <= request.top_nodes <= MAX_TOP_NODES:
+                raise InvalidRequest(f"top_nodes: must be 0..{MAX_TOP_NODES}")
+            if len(request.pods) > MAX_SIMULATE_PODS:
+                raise InvalidRequest(f"pods: at most {MAX_SIMULATE_PODS} pods per Simulate call")
+            size = sum(len(m) for m in request.manifests)
+            if size > MAX_MANIFEST_BYTES:
+                raise InvalidRequest(
+                    f"manifests: {size} bytes in total; at most {MAX_MANIFEST_BYTES} per call"
+                )
+        except InvalidRequest as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._require_synced(context)
+        profiles = list(self.state.algo.profiles)
+        try:
+            pods = await asyncio.to_thread(simulated_pods, request, profiles=profiles)
+        except InvalidRequest as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        try:
+            return self.simulate(pods, gang=request.gang, top=top)
+        except Exception as exc:
+            log.exception("Simulate failed")
+            await _fail(
+                context,
+                grpc.StatusCode.INTERNAL,
+                f"simulate failed ({type(exc).__name__}: {exc}); the view was not changed",
+            )
+
+    def simulate(
+        self, pods: Sequence[models.Pod], *, gang: bool, top: int
+    ) -> scheduler_pb2.SimulateResponse:
+        """Place the pods against the view, then answer. Synchronous, so nothing else
+        touches the view meanwhile; the core undoes its assumptions, also on errors."""
         algo = self.state.algo
-        results = algo.simulate(pods, gang=request.gang)
-        out = scheduler_pb2.SimulateResponse(all_placed=all(r.bind for _, r, _ in results))
-        for pod, result, scored in results:
+        results = algo.simulate(pods, gang=False)
+        unplaced = [i for i, (_, r, _) in enumerate(results) if r.bind is None]
+        blocking = pods[unplaced[0]] if gang and unplaced else None
+        explained = self._explain_unplaced(results, unplaced[:MAX_EXPLAINED_UNPLACED])
+        out = scheduler_pb2.SimulateResponse(all_placed=not unplaced)
+        n = algo.table.n
+        for i, (pod, result, scored) in enumerate(results):
             placement = out.placements.add(pod=wire.pod_ref(pod))
-            if result.bind is not None:
-                placement.node = result.bind.node
-                placement.summary = f"fits on {result.bind.feasible_nodes}/{algo.table.n} nodes"
+            if result.bind is None:
+                placement.summary = _why_not(result)
+                if i in explained:
+                    placement.plugins.extend(explained[i].plugins)
+            elif blocking is not None:
+                placement.summary = f"{GANG_NOT_PLACED}: {blocking.key} fits nowhere"
             else:
-                wait = result.wait or (result.preempt.wait if result.preempt else None)
-                placement.summary = wait.summary if wait else ""
-                explained = self.explain_pod(pod, phase=Phase.WAITING, include_nodes=False)
-                placement.plugins.extend(explained.plugins)
+                placement.node = result.bind.node
+                placement.summary = f"fits on {result.bind.feasible_nodes}/{n} nodes"
             if scored is not None and scored.rows.size:
                 order = np.argsort(-scored.total, kind="stable")[:top]
-                for i in order.tolist():
+                for k in order.tolist():
                     ns = placement.top_nodes.add(
-                        node=algo.table.names[int(scored.rows[i])], total=float(scored.total[i])
+                        node=algo.table.names[int(scored.rows[k])], total=float(scored.total[k])
                     )
                     for plugin, arr in scored.per_plugin.items():
-                        ns.plugin_scores[plugin] = float(arr[i])
+                        ns.plugin_scores[plugin] = float(arr[k])
+        if blocking is not None:
+            out.blocking_pod.CopyFrom(wire.pod_ref(blocking))
         return out
 
-    def _simulate_pods(self, request: scheduler_pb2.SimulateRequest) -> list[models.Pod]:
-        pods: list[models.Pod] = []
-        for i, msg in enumerate(request.pods):
-            pod = wire.pod_from_proto(msg)
-            pods.append(self._sim_identity(pod, i))
-        for i, text in enumerate(request.manifests):
-            try:
-                docs = [d for d in yaml.safe_load_all(text) if d is not None]
-            except yaml.YAMLError as exc:
-                raise ValueError(f"manifests[{i}]: not valid YAML or JSON: {exc}") from exc
-            for doc in docs:
-                items = (
-                    doc.get("items", [])
-                    if isinstance(doc, dict) and doc.get("kind") == "List"
-                    else [doc]
-                )
-                for j, item in enumerate(items):
-                    if not isinstance(item, dict) or item.get("kind", "Pod") != "Pod":
-                        raise ValueError(f"manifests[{i}] item {j}: expected a Pod")
-                    meta = item.setdefault("metadata", {})
-                    if not isinstance(meta, dict):
-                        raise ValueError(f"manifests[{i}] item {j}: metadata must be a mapping")
-                    meta.setdefault("namespace", "default")
-                    meta.setdefault("name", f"simulated-{len(pods)}")
-                    spec = item.setdefault("spec", {})
-                    if isinstance(spec, dict):
-                        spec.setdefault("schedulerName", next(iter(self.state.algo.profiles)))
-                    try:
-                        pod = convert.pod_from_k8s(item, strict=True)
-                    except ValueError as exc:
-                        raise ValueError(f"manifests[{i}]: {exc}") from exc
-                    pods.append(self._sim_identity(pod, len(pods)))
-        if not pods:
-            raise ValueError("give at least one pod (pods or manifests)")
-        if len(pods) > MAX_SIMULATE_PODS:
-            raise ValueError(f"at most {MAX_SIMULATE_PODS} pods per Simulate call")
-        for pod in pods:
-            if pod.invalid_reason:
-                raise ValueError(f"pod {pod.key}: {pod.invalid_reason}")
-            if pod.scheduler_name not in self.state.algo.profiles:
-                raise ValueError(
-                    f"pod {pod.key}: spec.schedulerName {pod.scheduler_name!r} is not a profile "
-                    f"of this scheduler ({', '.join(sorted(self.state.algo.profiles))})"
-                )
-        return pods
-
-    @staticmethod
-    def _sim_identity(pod: models.Pod, index: int) -> models.Pod:
-        return dataclasses.replace(pod, uid=f"simulate-{index}-{pod.uid or pod.name}", node_name="")
+    def _explain_unplaced(
+        self,
+        results: Sequence[tuple[models.Pod, algorithm.ScheduleResult, Any]],
+        wanted: Sequence[int],
+    ) -> dict[int, scheduler_pb2.ExplainResponse]:
+        """Explain the unplaced pods with the simulated pods before each one counted, as
+        the simulation saw them: re-assume those in order, explain, forget them all."""
+        if not wanted:
+            return {}
+        cache = self.state.cache
+        todo = set(wanted)
+        out: dict[int, scheduler_pb2.ExplainResponse] = {}
+        assumed: list[str] = []
+        try:
+            for i, (pod, result, _) in enumerate(results[: max(wanted) + 1]):
+                if result.bind is not None:
+                    cache.assume(pod, result.bind.node)
+                    assumed.append(pod.uid)
+                elif i in todo:
+                    out[i] = self.explain_pod(pod, phase=Phase.WAITING, include_nodes=False)
+        finally:
+            for uid in reversed(assumed):
+                cache.forget(uid)
+        return out
 
     # ---- decisions stream ----------------------------------------------------------------
     async def WatchDecisions(
         self, request: scheduler_pb2.WatchDecisionsRequest, context: Any
     ) -> AsyncIterator[scheduler_pb2.Decision]:
-        queue: asyncio.Queue[DecisionEvent] = asyncio.Queue(maxsize=10000)
+        queue: asyncio.Queue[DecisionEvent] = asyncio.Queue(maxsize=WATCH_BUFFER)
+
+        def wanted(event: DecisionEvent) -> bool:
+            if request.namespace and event.pod.namespace != request.namespace:
+                return False
+            return request.include_outcomes or event.kind in _DECISION_KINDS
 
         def listener(event: DecisionEvent) -> None:
-            if request.namespace and event.pod.namespace != request.namespace:
-                return
-            if not request.include_outcomes and event.kind not in ("SCHEDULED", "UNSCHEDULABLE"):
+            if not wanted(event):
                 return
             if queue.full():
                 queue.get_nowait()  # a slow watcher loses the oldest, never blocks us
             queue.put_nowait(event)
 
+        # Replay and subscribe in one synchronous step: no event falls in between.
+        replay = [e for e in self.state.recent_events if wanted(e)] if request.replay else []
+        for event in replay[-request.replay :] if request.replay else []:
+            queue.put_nowait(event)
         self.state.listeners.append(listener)
-        wall = time.time() - self.state.clock.now()
+
+        def unsubscribe(_: object = None) -> None:
+            with contextlib.suppress(ValueError):
+                self.state.listeners.remove(listener)
+
+        # A cancelled stream may leave this generator suspended at `yield` until it is
+        # garbage collected; the done callback unsubscribes as soon as the RPC ends.
+        context.add_done_callback(unsubscribe)
+        wall = self._wall_offset()
         try:
             while True:
                 event = await queue.get()
@@ -390,4 +643,14 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 wire.timestamp_from_float(event.at + wall, msg.at)
                 yield msg
         finally:
-            self.state.listeners.remove(listener)
+            unsubscribe()
+
+
+def _why_not(result: algorithm.ScheduleResult) -> str:
+    if result.preempt is not None:
+        p = result.preempt
+        return (
+            f"{p.wait.summary} Preempting {len(p.victims)} pod(s) on {p.node} would make room: "
+            + ", ".join(v.key for v in p.victims)
+        )
+    return result.wait.summary if result.wait is not None else ""

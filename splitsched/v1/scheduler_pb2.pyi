@@ -4,6 +4,20 @@ isort:skip_file
 The scheduler: holds the cluster view and the algorithm. Binders report outcomes here;
 other tools ask it what it knows (pod status, why pending, what-if, node usage) and
 follow its decisions.
+
+Conventions for every RPC of this service:
+- Quantities are canonical integers (types.proto): cpu in millicores, memory and
+  ephemeral-storage in bytes, pods and extended resources as counts.
+- Timestamps are wall-clock times of the scheduler's host.
+- The read RPCs (GetPod, ListPods, Explain, Simulate, ListNodes) answer from the
+  scheduler's in-memory view. Until that view has synced with the watcher they fail
+  with UNAVAILABLE ("not synced yet"); retry.
+- Pods are identified by namespace and name. Only pods addressed to this scheduler
+  (spec.schedulerName is one of its profiles) are tracked; others are NOT_FOUND.
+- Errors: INVALID_ARGUMENT names the offending field (for manifests, the manifest
+  index, the pod and the field path); NOT_FOUND for an unknown pod; UNAVAILABLE
+  before sync; RESOURCE_EXHAUSTED when a request exceeds the 8 MiB message limit.
+- Server reflection is on, so `grpcurl -plaintext HOST:50050 list` works.
 """
 
 from collections import abc as _abc
@@ -31,31 +45,35 @@ class _PodState:
 class _PodStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PodState.ValueType], _builtins.type):
     DESCRIPTOR: _descriptor.EnumDescriptor
     POD_STATE_UNSPECIFIED: _PodState.ValueType  # 0
+    """in filters: every state"""
     WAITING: _PodState.ValueType  # 1
-    """pending: waiting for free or preemptable resources"""
+    """pending: in the queue, waiting for free or preemptable resources"""
     PREEMPTING: _PodState.ValueType  # 2
-    """victims are being evicted for it"""
+    """victims are being evicted for it (nominated_node is set)"""
     BINDING: _PodState.ValueType  # 3
     """assumed on a node; a binder is binding it"""
     BOUND: _PodState.ValueType  # 4
-    """the API server confirmed the binding"""
+    """the binder or the watch confirmed the binding"""
 
 class PodState(_PodState, metaclass=_PodStateEnumTypeWrapper):
     """HiveD's pod states, as the scheduler tracks them."""
 
 POD_STATE_UNSPECIFIED: PodState.ValueType  # 0
+"""in filters: every state"""
 WAITING: PodState.ValueType  # 1
-"""pending: waiting for free or preemptable resources"""
+"""pending: in the queue, waiting for free or preemptable resources"""
 PREEMPTING: PodState.ValueType  # 2
-"""victims are being evicted for it"""
+"""victims are being evicted for it (nominated_node is set)"""
 BINDING: PodState.ValueType  # 3
 """assumed on a node; a binder is binding it"""
 BOUND: PodState.ValueType  # 4
-"""the API server confirmed the binding"""
+"""the binder or the watch confirmed the binding"""
 Global___PodState: _TypeAlias = PodState  # noqa: Y015
 
 @_typing.final
 class BindingOutcome(_message.Message):
+    """What a binder did with one decision."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     class _Result:
@@ -75,6 +93,14 @@ class BindingOutcome(_message.Message):
         """a non-retryable error (e.g. 403, 422)"""
         DEADLINE_EXCEEDED: BindingOutcome._Result.ValueType  # 5
         """retries ran out before the deadline"""
+        IN_PROGRESS: BindingOutcome._Result.ValueType  # 6
+        """Not a final outcome: the binder is still working on the decision. Binders re-send
+        one for every decision in flight for more than a second, every two seconds, so a
+        scheduler that took over (leader election) or restarted learns what its
+        predecessor left in flight: it adopts a decision it does not know for a pod it
+        sees pending (counts the pod on that node) and ignores one it knows. The final
+        outcome follows as usual.
+        """
 
     class Result(_Result, metaclass=_ResultEnumTypeWrapper): ...
     RESULT_UNSPECIFIED: BindingOutcome.Result.ValueType  # 0
@@ -88,6 +114,14 @@ class BindingOutcome(_message.Message):
     """a non-retryable error (e.g. 403, 422)"""
     DEADLINE_EXCEEDED: BindingOutcome.Result.ValueType  # 5
     """retries ran out before the deadline"""
+    IN_PROGRESS: BindingOutcome.Result.ValueType  # 6
+    """Not a final outcome: the binder is still working on the decision. Binders re-send
+    one for every decision in flight for more than a second, every two seconds, so a
+    scheduler that took over (leader election) or restarted learns what its
+    predecessor left in flight: it adopts a decision it does not know for a pod it
+    sees pending (counts the pod on that node) and ignores one it knows. The final
+    outcome follows as usual.
+    """
 
     @_typing.final
     class TraceContextEntry(_message.Message):
@@ -120,16 +154,22 @@ class BindingOutcome(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
+    """BindRequest.decision_id"""
     node: _builtins.str
     result: Global___BindingOutcome.Result.ValueType
     message: _builtins.str
+    """the API server's message for failures"""
     attempts: _builtins.int
+    """Binding API calls made"""
     last_http_status: _builtins.int
+    """of the last Binding API call (0 if none answered)"""
     binder_id: _builtins.str
     @_builtins.property
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property
-    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """W3C traceparent of the scheduling attempt"""
+
     @_builtins.property
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -161,6 +201,7 @@ class ReportBindingOutcomeRequest(_message.Message):
     OUTCOMES_FIELD_NUMBER: _builtins.int
     BINDER_ID_FIELD_NUMBER: _builtins.int
     binder_id: _builtins.str
+    """default for outcomes without their own binder_id"""
     @_builtins.property
     def outcomes(self) -> _containers.RepeatedCompositeFieldContainer[Global___BindingOutcome]: ...
     def __init__(
@@ -183,6 +224,7 @@ class ReportBindingOutcomeResponse(_message.Message):
 
     ACCEPTED_FIELD_NUMBER: _builtins.int
     accepted: _builtins.int
+    """outcomes that resolved a pending decision (not duplicates)"""
     def __init__(
         self,
         *,
@@ -203,7 +245,9 @@ class GetPodRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _builtins.int
     NAME_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
+    """required"""
     name: _builtins.str
+    """required"""
     def __init__(
         self,
         *,
@@ -220,6 +264,8 @@ Global___GetPodRequest: _TypeAlias = GetPodRequest  # noqa: Y015
 
 @_typing.final
 class NodeReason(_message.Message):
+    """Why one node rejected a pod."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_FIELD_NUMBER: _builtins.int
@@ -227,8 +273,13 @@ class NodeReason(_message.Message):
     REASONS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     plugin: _builtins.str
+    """The filter plugin that rejected the node. Empty in PodStatus.last_failures, which
+    keeps only the reason text of the first rejection per node (Explain has them all).
+    """
     @_builtins.property
-    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """e.g. "Insufficient cpu" """
+
     def __init__(
         self,
         *,
@@ -246,6 +297,8 @@ Global___NodeReason: _TypeAlias = NodeReason  # noqa: Y015
 
 @_typing.final
 class PodStatus(_message.Message):
+    """One pod as the scheduler sees it."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POD_FIELD_NUMBER: _builtins.int
@@ -264,28 +317,41 @@ class PodStatus(_message.Message):
     GROUP_FIELD_NUMBER: _builtins.int
     state: Global___PodState.ValueType
     node: _builtins.str
-    """assumed or bound node"""
+    """assumed (BINDING) or bound (BOUND) node; empty otherwise"""
     nominated_node: _builtins.str
     """while PREEMPTING"""
     scheduling_attempts: _builtins.int
+    """scheduling cycles run for it"""
     bind_attempts: _builtins.int
+    """Binding API calls the binders reported"""
     message: _builtins.str
-    """the last failure summary, kube-scheduler style"""
+    """The last failure, kube-scheduler style: "0/20 nodes are available: 4 Insufficient
+    cpu, ..." after an unschedulable attempt, or the binder's message after a failed
+    bind. Empty once scheduled.
+    """
     scheduler_name: _builtins.str
+    """the profile that schedules it"""
     priority: _builtins.int
     queue: _builtins.str
-    """active | backoff | unschedulable | in_flight | "" """
+    """where it waits: active | backoff | unschedulable | "" (not queued)"""
     group: _builtins.str
+    """its gang (pod group) name, if any"""
     @_builtins.property
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property
     def last_failures(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeReason]:
-        """per node, from the last failed attempt"""
+        """Per node, why it rejected the pod in the last failed attempt (at most 20 nodes;
+        Explain recomputes all of them).
+        """
 
     @_builtins.property
-    def first_seen(self) -> _timestamp_pb2.Timestamp: ...
+    def first_seen(self) -> _timestamp_pb2.Timestamp:
+        """when the scheduler first saw the pod"""
+
     @_builtins.property
-    def last_attempt(self) -> _timestamp_pb2.Timestamp: ...
+    def last_attempt(self) -> _timestamp_pb2.Timestamp:
+        """its last scheduling cycle (unset if none)"""
+
     def __init__(
         self,
         *,
@@ -321,11 +387,13 @@ class ListPodsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     state: Global___PodState.ValueType
-    """unspecified = every state"""
+    """POD_STATE_UNSPECIFIED = every state"""
     namespace: _builtins.str
+    """empty = every namespace"""
     page_size: _builtins.int
-    """0 = server default (500); max 5000"""
+    """0 = server default (500); larger values are capped at 5000"""
     page_token: _builtins.str
+    """next_page_token of the previous page, with the same filters; empty for the first."""
     def __init__(
         self,
         *,
@@ -349,6 +417,7 @@ class ListPodsResponse(_message.Message):
     PODS_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """empty on the last page"""
     @_builtins.property
     def pods(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodStatus]: ...
     def __init__(
@@ -373,9 +442,11 @@ class ExplainRequest(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     INCLUDE_NODES_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
+    """required"""
     name: _builtins.str
+    """required"""
     include_nodes: _builtins.bool
-    """also list every node's verdict"""
+    """also list every node's verdict (large on big clusters)"""
     def __init__(
         self,
         *,
@@ -398,7 +469,9 @@ class ReasonCount(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     reason: _builtins.str
+    """e.g. "Insufficient cpu", "node(s) had untolerated taint {k: v}" """
     nodes: _builtins.int
+    """how many nodes gave this reason"""
     def __init__(
         self,
         *,
@@ -420,8 +493,9 @@ class NodeClassCount(_message.Message):
     NODE_CLASS_FIELD_NUMBER: _builtins.int
     NODES_FIELD_NUMBER: _builtins.int
     node_class: _builtins.str
-    """Nodes grouped by what makes them differ for scheduling: their taints and a few
-    well-known labels (zone, instance type), e.g. "zone=a,taints=gpu:NoSchedule".
+    """Nodes grouped by what makes them differ for scheduling: a few well-known labels
+    (zone, instance type), their taints and whether they are cordoned, e.g.
+    "zone=a,taints=gpu:NoSchedule"; "default" for nodes with none of these.
     """
     nodes: _builtins.int
     def __init__(
@@ -440,6 +514,8 @@ Global___NodeClassCount: _TypeAlias = NodeClassCount  # noqa: Y015
 
 @_typing.final
 class PluginVerdict(_message.Message):
+    """One plugin's verdict on every node."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     PLUGIN_FIELD_NUMBER: _builtins.int
@@ -448,12 +524,21 @@ class PluginVerdict(_message.Message):
     NODE_CLASSES_FIELD_NUMBER: _builtins.int
     RESOLVABLE_BY_PREEMPTION_FIELD_NUMBER: _builtins.int
     plugin: _builtins.str
+    """e.g. NodeResourcesFit, TaintToleration, NodeAffinity"""
     rejected_nodes: _builtins.int
+    """nodes this plugin rejects (whatever other plugins say)"""
     resolvable_by_preemption: _builtins.bool
+    """Whether evicting lower-priority pods could remove this plugin's objection (true for
+    resources, false for taints, selectors, affinity).
+    """
     @_builtins.property
-    def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReasonCount]: ...
+    def reasons(self) -> _containers.RepeatedCompositeFieldContainer[Global___ReasonCount]:
+        """most common first"""
+
     @_builtins.property
-    def node_classes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeClassCount]: ...
+    def node_classes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeClassCount]:
+        """the rejected nodes by class, largest first"""
+
     def __init__(
         self,
         *,
@@ -473,6 +558,8 @@ Global___PluginVerdict: _TypeAlias = PluginVerdict  # noqa: Y015
 
 @_typing.final
 class NodeVerdict(_message.Message):
+    """One node's verdict on the pod (ExplainRequest.include_nodes)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     NODE_FIELD_NUMBER: _builtins.int
@@ -482,6 +569,7 @@ class NodeVerdict(_message.Message):
     node: _builtins.str
     feasible: _builtins.bool
     score: _builtins.float
+    """reserved: scores are given by Simulate, not Explain (always 0)"""
     @_builtins.property
     def rejections(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeReason]:
         """every plugin that rejects it, not only the first"""
@@ -518,20 +606,40 @@ class ExplainResponse(_message.Message):
     POD_ERROR_FIELD_NUMBER: _builtins.int
     state: Global___PodState.ValueType
     summary: _builtins.str
-    """"0/50 nodes are available: ..." """
+    """kube-scheduler's message, "0/50 nodes are available: 3 Insufficient cpu, ...",
+    counting each node once under the first plugin that rejects it; "N/M nodes are
+    available." when it fits now; where it is for a pod that is not WAITING.
+    """
     total_nodes: _builtins.int
+    """nodes in the scheduler's view"""
     feasible_nodes: _builtins.int
+    """nodes that pass every filter now"""
     preemption_might_help: _builtins.bool
+    """No node fits, but on some node every objection is resolvable by preemption and that
+    node runs pods of lower priority than this one (and the pod may preempt).
+    """
     blocking_group_member: _builtins.str
-    """for a gang: the member that does not fit"""
+    """For a pod of a gang (pod group): "namespace/name" of the member that could not be
+    placed in the group's last attempt, and so keeps the whole group out. Empty for pods
+    without a group, and while the group is still waiting for its members to exist.
+    """
     pod_error: _builtins.str
-    """the pod itself is invalid (invalid_reason)"""
+    """The pod itself cannot be scheduled as given (an invalid quantity, an unknown
+    schedulerName); the plugins were not run.
+    """
     @_builtins.property
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property
-    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginVerdict]: ...
+    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginVerdict]:
+        """Every plugin that rejects at least one node, in the profile's filter order. A node
+        can be rejected by several plugins, so the counts may add up to more than
+        total_nodes.
+        """
+
     @_builtins.property
-    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeVerdict]: ...
+    def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeVerdict]:
+        """only with include_nodes, in node order"""
+
     def __init__(
         self,
         *,
@@ -563,14 +671,25 @@ class SimulateRequest(_message.Message):
     GANG_FIELD_NUMBER: _builtins.int
     TOP_NODES_FIELD_NUMBER: _builtins.int
     gang: _builtins.bool
-    """place all or nothing, in one cycle"""
+    """Place all or nothing: if one pod fits nowhere (after the ones before it), none is
+    placed and blocking_pod names it.
+    """
     top_nodes: _builtins.int
-    """how many best nodes to return per pod (default 3, max 50)"""
+    """How many best nodes to return per placed pod: 0 = 3, at most 50."""
     @_builtins.property
-    def pods(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]: ...
+    def pods(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Pod]:
+        """Pods in the contract's form (as the watcher streams them). Empty namespace means
+        "default", empty name "simulated-<i>", empty scheduler_name the scheduler's first
+        profile. node_name is ignored: every pod is placed as if pending.
+        """
+
     @_builtins.property
     def manifests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Kubernetes Pod manifests, YAML or JSON (one document each, or a List)."""
+        """Kubernetes Pod manifests, YAML or JSON: each string one or more documents (---), a
+        document a Pod or a List of Pods. Converted as the watcher converts pods; defaults as
+        for `pods`. spec.priority is used as given (priorityClassName is not resolved).
+        At most 4 MiB in total; YAML aliases are refused.
+        """
 
     def __init__(
         self,
@@ -617,8 +736,11 @@ class NodeScore(_message.Message):
     PLUGIN_SCORES_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     total: _builtins.float
+    """the weighted sum the scheduler ranks by (higher is better)"""
     @_builtins.property
-    def plugin_scores(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]: ...
+    def plugin_scores(self) -> _containers.ScalarMap[_builtins.str, _builtins.float]:
+        """normalised 0..100 per score plugin, unweighted"""
+
     def __init__(
         self,
         *,
@@ -636,6 +758,8 @@ Global___NodeScore: _TypeAlias = NodeScore  # noqa: Y015
 
 @_typing.final
 class SimulatedPlacement(_message.Message):
+    """Where one simulated pod would go."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     POD_FIELD_NUMBER: _builtins.int
@@ -644,14 +768,26 @@ class SimulatedPlacement(_message.Message):
     SUMMARY_FIELD_NUMBER: _builtins.int
     PLUGINS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
-    """empty when it fits nowhere"""
+    """The node the scheduler would pick; empty when it fits nowhere. Among nodes with
+    equal best scores the scheduler picks at random, as kube-scheduler does; top_nodes
+    shows the ties.
+    """
     summary: _builtins.str
+    """"fits on N/M nodes", or why it fits nowhere (kube-scheduler's message)."""
     @_builtins.property
-    def pod(self) -> _types_pb2.PodRef: ...
+    def pod(self) -> _types_pb2.PodRef:
+        """uid is "simulate-<i>-..." (the pods are never created)"""
+
     @_builtins.property
-    def top_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeScore]: ...
+    def top_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeScore]:
+        """the best feasible nodes, best first"""
+
     @_builtins.property
-    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginVerdict]: ...
+    def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginVerdict]:
+        """When it fits nowhere: every plugin's verdict, as Explain gives it, computed with the
+        pods placed before it in this call counted.
+        """
+
     def __init__(
         self,
         *,
@@ -675,18 +811,26 @@ class SimulateResponse(_message.Message):
 
     PLACEMENTS_FIELD_NUMBER: _builtins.int
     ALL_PLACED_FIELD_NUMBER: _builtins.int
+    BLOCKING_POD_FIELD_NUMBER: _builtins.int
     all_placed: _builtins.bool
     @_builtins.property
-    def placements(self) -> _containers.RepeatedCompositeFieldContainer[Global___SimulatedPlacement]: ...
+    def placements(self) -> _containers.RepeatedCompositeFieldContainer[Global___SimulatedPlacement]:
+        """in request order: pods, then manifests"""
+
+    @_builtins.property
+    def blocking_pod(self) -> _types_pb2.PodRef:
+        """With gang: the first pod that fits nowhere (and so keeps the whole group out)."""
+
     def __init__(
         self,
         *,
         placements: _abc.Iterable[Global___SimulatedPlacement] | None = ...,
         all_placed: _builtins.bool = ...,
+        blocking_pod: _types_pb2.PodRef | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["blocking_pod", b"blocking_pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_placed", b"all_placed", "placements", b"placements"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_placed", b"all_placed", "blocking_pod", b"blocking_pod", "placements", b"placements"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -701,9 +845,13 @@ class ListNodesRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     INCLUDE_PODS_FIELD_NUMBER: _builtins.int
     name_prefix: _builtins.str
+    """only nodes whose name starts with this"""
     page_size: _builtins.int
+    """0 = server default (500); capped at 5000"""
     page_token: _builtins.str
+    """next_page_token of the previous page, same name_prefix"""
     include_pods: _builtins.bool
+    """fill NodeView.pods"""
     def __init__(
         self,
         *,
@@ -722,6 +870,8 @@ Global___ListNodesRequest: _TypeAlias = ListNodesRequest  # noqa: Y015
 
 @_typing.final
 class NodeView(_message.Message):
+    """One node's usage in the scheduler's view (bound and assumed pods both count)."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -817,15 +967,25 @@ class NodeView(_message.Message):
     name: _builtins.str
     pod_count: _builtins.int
     unschedulable: _builtins.bool
+    """cordoned"""
     version: _builtins.int
+    """Bumps on every change of the node object the scheduler sees; decisions carry it."""
     @_builtins.property
-    def allocatable(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def allocatable(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """resources the node offers (non-zero only)"""
+
     @_builtins.property
-    def requested(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def requested(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """summed requests of its pods (non-zero only)"""
+
     @_builtins.property
-    def free(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
+    def free(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """allocatable - requested, per allocatable resource"""
+
     @_builtins.property
-    def pods(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]: ...
+    def pods(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]:
+        """only with include_pods"""
+
     @_builtins.property
     def taints(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.Taint]: ...
     @_builtins.property
@@ -859,6 +1019,7 @@ class ListNodesResponse(_message.Message):
     NODES_FIELD_NUMBER: _builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     next_page_token: _builtins.str
+    """empty on the last page"""
     @_builtins.property
     def nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeView]: ...
     def __init__(
@@ -881,18 +1042,28 @@ class WatchDecisionsRequest(_message.Message):
 
     NAMESPACE_FIELD_NUMBER: _builtins.int
     INCLUDE_OUTCOMES_FIELD_NUMBER: _builtins.int
+    REPLAY_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
-    """empty = all"""
+    """only this namespace's pods; empty = all"""
     include_outcomes: _builtins.bool
+    """Also send binding outcomes (BOUND, BIND_FAILED, CONFLICT, POD_GONE), not only the
+    scheduler's own decisions (SCHEDULED, UNSCHEDULABLE, PREEMPTING).
+    """
+    replay: _builtins.int
+    """First send up to this many of the most recent decisions the scheduler remembers
+    that match the filters (oldest first), then follow live. No gap and no duplicate
+    between the replayed and the live part.
+    """
     def __init__(
         self,
         *,
         namespace: _builtins.str = ...,
         include_outcomes: _builtins.bool = ...,
+        replay: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_outcomes", b"include_outcomes", "namespace", b"namespace"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_outcomes", b"include_outcomes", "namespace", b"namespace", "replay", b"replay"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -900,6 +1071,8 @@ Global___WatchDecisionsRequest: _TypeAlias = WatchDecisionsRequest  # noqa: Y015
 
 @_typing.final
 class Decision(_message.Message):
+    """One decision or outcome."""
+
     DESCRIPTOR: _descriptor.Descriptor
 
     class _Kind:
@@ -910,24 +1083,36 @@ class Decision(_message.Message):
         DESCRIPTOR: _descriptor.EnumDescriptor
         KIND_UNSPECIFIED: Decision._Kind.ValueType  # 0
         SCHEDULED: Decision._Kind.ValueType  # 1
-        """assumed and sent to a binder"""
+        """assumed on `node` and sent to a binder"""
         UNSCHEDULABLE: Decision._Kind.ValueType  # 2
+        """fits nowhere now; `message` says why"""
         PREEMPTING: Decision._Kind.ValueType  # 3
+        """victims are being evicted on `node` for it"""
         BOUND: Decision._Kind.ValueType  # 4
+        """the binding is confirmed (binder report or watch)"""
         BIND_FAILED: Decision._Kind.ValueType  # 5
+        """the binder gave up or the deadline passed; requeued"""
         CONFLICT: Decision._Kind.ValueType  # 6
+        """bound elsewhere by someone else"""
         POD_GONE: Decision._Kind.ValueType  # 7
+        """deleted before it could be bound"""
 
     class Kind(_Kind, metaclass=_KindEnumTypeWrapper): ...
     KIND_UNSPECIFIED: Decision.Kind.ValueType  # 0
     SCHEDULED: Decision.Kind.ValueType  # 1
-    """assumed and sent to a binder"""
+    """assumed on `node` and sent to a binder"""
     UNSCHEDULABLE: Decision.Kind.ValueType  # 2
+    """fits nowhere now; `message` says why"""
     PREEMPTING: Decision.Kind.ValueType  # 3
+    """victims are being evicted on `node` for it"""
     BOUND: Decision.Kind.ValueType  # 4
+    """the binding is confirmed (binder report or watch)"""
     BIND_FAILED: Decision.Kind.ValueType  # 5
+    """the binder gave up or the deadline passed; requeued"""
     CONFLICT: Decision.Kind.ValueType  # 6
+    """bound elsewhere by someone else"""
     POD_GONE: Decision.Kind.ValueType  # 7
+    """deleted before it could be bound"""
 
     DECISION_ID_FIELD_NUMBER: _builtins.int
     POD_FIELD_NUMBER: _builtins.int
@@ -938,11 +1123,14 @@ class Decision(_message.Message):
     TRACE_ID_FIELD_NUMBER: _builtins.int
     BINDER_ID_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
+    """shared by a SCHEDULED decision and its outcome"""
     kind: Global___Decision.Kind.ValueType
     node: _builtins.str
     message: _builtins.str
     trace_id: _builtins.str
+    """the scheduling attempt's trace, when tracing is on"""
     binder_id: _builtins.str
+    """for outcomes: the binder that reported it ("watch" if the"""
     @_builtins.property
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property

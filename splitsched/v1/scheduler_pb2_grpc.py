@@ -76,50 +76,75 @@ class SchedulerServicer(object):
 
     def ReportBindingOutcome(self, request, context):
         """Binders report what happened to the decisions they accepted (batched). Idempotent:
-        a report for a decision already resolved is acknowledged and ignored.
+        a report for a decision already resolved is acknowledged and ignored. Not meant for
+        other tools. FAILED_PRECONDITION ("not the leader") from a standby replica under
+        leader election; standbys also report NOT_SERVING on gRPC health, so a client with
+        health checking reaches only the leader.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def GetPod(self, request, context):
-        """One pod's scheduling status. NOT_FOUND when the scheduler does not track the pod.
+        """One pod's scheduling status: its state (WAITING, PREEMPTING, BINDING, BOUND), how
+        often it was tried, its node and the reasons of its last failed attempt.
+        Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND when the scheduler
+        does not track the pod.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListPods(self, request, context):
-        """Pods the scheduler tracks, filtered by state and namespace, paged.
+        """Pods the scheduler tracks, filtered by state and namespace, sorted by namespace then
+        name, paged. Page tokens are stable: a pod created or deleted between two pages
+        neither shifts nor repeats the others. Errors: INVALID_ARGUMENT for a negative
+        page_size, a malformed page_token, or a token issued for different filters.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Explain(self, request, context):
-        """Why a pod is pending: per plugin, how many nodes it rejected and why, grouped by
-        node class; whether preemption would help; for a gang, which member blocks.
+        """Why a pod is pending: every filter plugin runs on every node (not only the first
+        that rejects it), and the answer says, per plugin, how many nodes it rejected, why,
+        and on which classes of nodes; and whether preempting lower-priority pods could
+        help; for a pod of a gang, which member blocks the group. For a pod that is not
+        WAITING (PREEMPTING, BINDING or BOUND) nothing is run: the summary says where it is.
+        Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def Simulate(self, request, context):
-        """Where would these pods go, against the live snapshot, without changing it.
+        """What-if: where would these pods go, against the live view, without changing it.
+        Pods are placed one after another as the scheduler would place them (each sees the
+        ones placed before it); with `gang`, all or nothing. Nothing is assumed, bound or
+        queued, and the view is left exactly as it was, also when the call fails.
+        Errors: INVALID_ARGUMENT for a malformed manifest or pod (the message names the
+        manifest, the pod and the field, e.g. "manifests[0]: pod default/x:
+        spec.containers[0].resources.requests.cpu: invalid quantity 'abc'"), a
+        schedulerName that is not a profile of this scheduler, more than 1000 pods, more
+        than 4 MiB of manifests, or top_nodes outside 0..50.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def ListNodes(self, request, context):
-        """Nodes with allocatable, requested and free resources and their pods.
+        """Nodes with their allocatable, requested and free resources, pod counts (and pods),
+        taints and labels, sorted by name, paged like ListPods.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def WatchDecisions(self, request, context):
-        """A stream of decisions and their outcomes as they happen.
+        """A stream of decisions and their outcomes as they happen, optionally for one
+        namespace, optionally starting with the most recent ones the scheduler remembers
+        (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
+        more than 10000 decisions behind loses the oldest ones.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

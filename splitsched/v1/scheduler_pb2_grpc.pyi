@@ -4,6 +4,20 @@ isort:skip_file
 The scheduler: holds the cluster view and the algorithm. Binders report outcomes here;
 other tools ask it what it knows (pod status, why pending, what-if, node usage) and
 follow its decisions.
+
+Conventions for every RPC of this service:
+- Quantities are canonical integers (types.proto): cpu in millicores, memory and
+  ephemeral-storage in bytes, pods and extended resources as counts.
+- Timestamps are wall-clock times of the scheduler's host.
+- The read RPCs (GetPod, ListPods, Explain, Simulate, ListNodes) answer from the
+  scheduler's in-memory view. Until that view has synced with the watcher they fail
+  with UNAVAILABLE ("not synced yet"); retry.
+- Pods are identified by namespace and name. Only pods addressed to this scheduler
+  (spec.schedulerName is one of its profiles) are tracked; others are NOT_FOUND.
+- Errors: INVALID_ARGUMENT names the offending field (for manifests, the manifest
+  index, the pod and the field path); NOT_FOUND for an unknown pod; UNAVAILABLE
+  before sync; RESOURCE_EXHAUSTED when a request exceeds the 8 MiB message limit.
+- Server reflection is on, so `grpcurl -plaintext HOST:50050 list` works.
 """
 
 from collections import abc as _abc
@@ -36,44 +50,104 @@ class SchedulerStub:
     def __new__(cls, channel: _aio.Channel) -> SchedulerAsyncStub: ...
     ReportBindingOutcome: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ReportBindingOutcomeRequest, _scheduler_pb2.ReportBindingOutcomeResponse]
     """Binders report what happened to the decisions they accepted (batched). Idempotent:
-    a report for a decision already resolved is acknowledged and ignored.
+    a report for a decision already resolved is acknowledged and ignored. Not meant for
+    other tools. FAILED_PRECONDITION ("not the leader") from a standby replica under
+    leader election; standbys also report NOT_SERVING on gRPC health, so a client with
+    health checking reaches only the leader.
     """
     GetPod: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.GetPodRequest, _scheduler_pb2.PodStatus]
-    """One pod's scheduling status. NOT_FOUND when the scheduler does not track the pod."""
+    """One pod's scheduling status: its state (WAITING, PREEMPTING, BINDING, BOUND), how
+    often it was tried, its node and the reasons of its last failed attempt.
+    Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND when the scheduler
+    does not track the pod.
+    """
     ListPods: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodsRequest, _scheduler_pb2.ListPodsResponse]
-    """Pods the scheduler tracks, filtered by state and namespace, paged."""
+    """Pods the scheduler tracks, filtered by state and namespace, sorted by namespace then
+    name, paged. Page tokens are stable: a pod created or deleted between two pages
+    neither shifts nor repeats the others. Errors: INVALID_ARGUMENT for a negative
+    page_size, a malformed page_token, or a token issued for different filters.
+    """
     Explain: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ExplainRequest, _scheduler_pb2.ExplainResponse]
-    """Why a pod is pending: per plugin, how many nodes it rejected and why, grouped by
-    node class; whether preemption would help; for a gang, which member blocks.
+    """Why a pod is pending: every filter plugin runs on every node (not only the first
+    that rejects it), and the answer says, per plugin, how many nodes it rejected, why,
+    and on which classes of nodes; and whether preempting lower-priority pods could
+    help; for a pod of a gang, which member blocks the group. For a pod that is not
+    WAITING (PREEMPTING, BINDING or BOUND) nothing is run: the summary says where it is.
+    Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND.
     """
     Simulate: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.SimulateRequest, _scheduler_pb2.SimulateResponse]
-    """Where would these pods go, against the live snapshot, without changing it."""
+    """What-if: where would these pods go, against the live view, without changing it.
+    Pods are placed one after another as the scheduler would place them (each sees the
+    ones placed before it); with `gang`, all or nothing. Nothing is assumed, bound or
+    queued, and the view is left exactly as it was, also when the call fails.
+    Errors: INVALID_ARGUMENT for a malformed manifest or pod (the message names the
+    manifest, the pod and the field, e.g. "manifests[0]: pod default/x:
+    spec.containers[0].resources.requests.cpu: invalid quantity 'abc'"), a
+    schedulerName that is not a profile of this scheduler, more than 1000 pods, more
+    than 4 MiB of manifests, or top_nodes outside 0..50.
+    """
     ListNodes: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.ListNodesRequest, _scheduler_pb2.ListNodesResponse]
-    """Nodes with allocatable, requested and free resources and their pods."""
+    """Nodes with their allocatable, requested and free resources, pod counts (and pods),
+    taints and labels, sorted by name, paged like ListPods.
+    """
     WatchDecisions: _grpc.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]
-    """A stream of decisions and their outcomes as they happen."""
+    """A stream of decisions and their outcomes as they happen, optionally for one
+    namespace, optionally starting with the most recent ones the scheduler remembers
+    (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
+    more than 10000 decisions behind loses the oldest ones.
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     ReportBindingOutcome: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ReportBindingOutcomeRequest, _scheduler_pb2.ReportBindingOutcomeResponse]  # type: ignore[assignment]
     """Binders report what happened to the decisions they accepted (batched). Idempotent:
-    a report for a decision already resolved is acknowledged and ignored.
+    a report for a decision already resolved is acknowledged and ignored. Not meant for
+    other tools. FAILED_PRECONDITION ("not the leader") from a standby replica under
+    leader election; standbys also report NOT_SERVING on gRPC health, so a client with
+    health checking reaches only the leader.
     """
     GetPod: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.GetPodRequest, _scheduler_pb2.PodStatus]  # type: ignore[assignment]
-    """One pod's scheduling status. NOT_FOUND when the scheduler does not track the pod."""
+    """One pod's scheduling status: its state (WAITING, PREEMPTING, BINDING, BOUND), how
+    often it was tried, its node and the reasons of its last failed attempt.
+    Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND when the scheduler
+    does not track the pod.
+    """
     ListPods: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListPodsRequest, _scheduler_pb2.ListPodsResponse]  # type: ignore[assignment]
-    """Pods the scheduler tracks, filtered by state and namespace, paged."""
+    """Pods the scheduler tracks, filtered by state and namespace, sorted by namespace then
+    name, paged. Page tokens are stable: a pod created or deleted between two pages
+    neither shifts nor repeats the others. Errors: INVALID_ARGUMENT for a negative
+    page_size, a malformed page_token, or a token issued for different filters.
+    """
     Explain: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ExplainRequest, _scheduler_pb2.ExplainResponse]  # type: ignore[assignment]
-    """Why a pod is pending: per plugin, how many nodes it rejected and why, grouped by
-    node class; whether preemption would help; for a gang, which member blocks.
+    """Why a pod is pending: every filter plugin runs on every node (not only the first
+    that rejects it), and the answer says, per plugin, how many nodes it rejected, why,
+    and on which classes of nodes; and whether preempting lower-priority pods could
+    help; for a pod of a gang, which member blocks the group. For a pod that is not
+    WAITING (PREEMPTING, BINDING or BOUND) nothing is run: the summary says where it is.
+    Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND.
     """
     Simulate: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.SimulateRequest, _scheduler_pb2.SimulateResponse]  # type: ignore[assignment]
-    """Where would these pods go, against the live snapshot, without changing it."""
+    """What-if: where would these pods go, against the live view, without changing it.
+    Pods are placed one after another as the scheduler would place them (each sees the
+    ones placed before it); with `gang`, all or nothing. Nothing is assumed, bound or
+    queued, and the view is left exactly as it was, also when the call fails.
+    Errors: INVALID_ARGUMENT for a malformed manifest or pod (the message names the
+    manifest, the pod and the field, e.g. "manifests[0]: pod default/x:
+    spec.containers[0].resources.requests.cpu: invalid quantity 'abc'"), a
+    schedulerName that is not a profile of this scheduler, more than 1000 pods, more
+    than 4 MiB of manifests, or top_nodes outside 0..50.
+    """
     ListNodes: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.ListNodesRequest, _scheduler_pb2.ListNodesResponse]  # type: ignore[assignment]
-    """Nodes with allocatable, requested and free resources and their pods."""
+    """Nodes with their allocatable, requested and free resources, pod counts (and pods),
+    taints and labels, sorted by name, paged like ListPods.
+    """
     WatchDecisions: _aio.UnaryStreamMultiCallable[_scheduler_pb2.WatchDecisionsRequest, _scheduler_pb2.Decision]  # type: ignore[assignment]
-    """A stream of decisions and their outcomes as they happen."""
+    """A stream of decisions and their outcomes as they happen, optionally for one
+    namespace, optionally starting with the most recent ones the scheduler remembers
+    (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
+    more than 10000 decisions behind loses the oldest ones.
+    """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -83,7 +157,10 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ReportBindingOutcomeResponse, _abc.Awaitable[_scheduler_pb2.ReportBindingOutcomeResponse]]:
         """Binders report what happened to the decisions they accepted (batched). Idempotent:
-        a report for a decision already resolved is acknowledged and ignored.
+        a report for a decision already resolved is acknowledged and ignored. Not meant for
+        other tools. FAILED_PRECONDITION ("not the leader") from a standby replica under
+        leader election; standbys also report NOT_SERVING on gRPC health, so a client with
+        health checking reaches only the leader.
         """
 
     @_abc_1.abstractmethod
@@ -92,7 +169,11 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.GetPodRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.PodStatus, _abc.Awaitable[_scheduler_pb2.PodStatus]]:
-        """One pod's scheduling status. NOT_FOUND when the scheduler does not track the pod."""
+        """One pod's scheduling status: its state (WAITING, PREEMPTING, BINDING, BOUND), how
+        often it was tried, its node and the reasons of its last failed attempt.
+        Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND when the scheduler
+        does not track the pod.
+        """
 
     @_abc_1.abstractmethod
     def ListPods(
@@ -100,7 +181,11 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.ListPodsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ListPodsResponse, _abc.Awaitable[_scheduler_pb2.ListPodsResponse]]:
-        """Pods the scheduler tracks, filtered by state and namespace, paged."""
+        """Pods the scheduler tracks, filtered by state and namespace, sorted by namespace then
+        name, paged. Page tokens are stable: a pod created or deleted between two pages
+        neither shifts nor repeats the others. Errors: INVALID_ARGUMENT for a negative
+        page_size, a malformed page_token, or a token issued for different filters.
+        """
 
     @_abc_1.abstractmethod
     def Explain(
@@ -108,8 +193,12 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.ExplainRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ExplainResponse, _abc.Awaitable[_scheduler_pb2.ExplainResponse]]:
-        """Why a pod is pending: per plugin, how many nodes it rejected and why, grouped by
-        node class; whether preemption would help; for a gang, which member blocks.
+        """Why a pod is pending: every filter plugin runs on every node (not only the first
+        that rejects it), and the answer says, per plugin, how many nodes it rejected, why,
+        and on which classes of nodes; and whether preempting lower-priority pods could
+        help; for a pod of a gang, which member blocks the group. For a pod that is not
+        WAITING (PREEMPTING, BINDING or BOUND) nothing is run: the summary says where it is.
+        Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND.
         """
 
     @_abc_1.abstractmethod
@@ -118,7 +207,16 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.SimulateRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.SimulateResponse, _abc.Awaitable[_scheduler_pb2.SimulateResponse]]:
-        """Where would these pods go, against the live snapshot, without changing it."""
+        """What-if: where would these pods go, against the live view, without changing it.
+        Pods are placed one after another as the scheduler would place them (each sees the
+        ones placed before it); with `gang`, all or nothing. Nothing is assumed, bound or
+        queued, and the view is left exactly as it was, also when the call fails.
+        Errors: INVALID_ARGUMENT for a malformed manifest or pod (the message names the
+        manifest, the pod and the field, e.g. "manifests[0]: pod default/x:
+        spec.containers[0].resources.requests.cpu: invalid quantity 'abc'"), a
+        schedulerName that is not a profile of this scheduler, more than 1000 pods, more
+        than 4 MiB of manifests, or top_nodes outside 0..50.
+        """
 
     @_abc_1.abstractmethod
     def ListNodes(
@@ -126,7 +224,9 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.ListNodesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_scheduler_pb2.ListNodesResponse, _abc.Awaitable[_scheduler_pb2.ListNodesResponse]]:
-        """Nodes with allocatable, requested and free resources and their pods."""
+        """Nodes with their allocatable, requested and free resources, pod counts (and pods),
+        taints and labels, sorted by name, paged like ListPods.
+        """
 
     @_abc_1.abstractmethod
     def WatchDecisions(
@@ -134,6 +234,10 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         request: _scheduler_pb2.WatchDecisionsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_scheduler_pb2.Decision], _abc.AsyncIterator[_scheduler_pb2.Decision]]:
-        """A stream of decisions and their outcomes as they happen."""
+        """A stream of decisions and their outcomes as they happen, optionally for one
+        namespace, optionally starting with the most recent ones the scheduler remembers
+        (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
+        more than 10000 decisions behind loses the oldest ones.
+        """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
