@@ -7,6 +7,14 @@ when the buffer is full -- nothing is ever dropped) and the batch is retried wit
 exponential backoff and full jitter; when it is back, everything unacknowledged is sent
 again in order. The scheduler treats reports idempotently, so a batch whose
 acknowledgement was lost is simply sent twice.
+
+Every `in_progress_interval` seconds it also sends what `in_progress_source` (set by
+``services.binder.worker.BindingPool``) says is still in flight, as IN_PROGRESS reports:
+best-effort, never buffered (the next round sends a fresh list), serialized with the
+batches and never for a decision whose final outcome is already queued, so an IN_PROGRESS
+never arrives after its decision's final outcome. A scheduler that took over or restarted
+adopts what it did not know. With several scheduler replicas (``ipv4:a,b`` or a DNS name)
+the channel round-robins over those whose gRPC health is SERVING: only the leader.
 """
 
 from __future__ import annotations
@@ -14,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import grpc
 
@@ -26,9 +35,22 @@ from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = logging.getLogger(__name__)
 
+#: IN_PROGRESS reports per RPC (each is ~100 bytes; far below the message size limit).
+IN_PROGRESS_BATCH = 2000
+
+#: Round robin over the scheduler replicas whose gRPC health is SERVING (a standby under
+#: leader election is NOT_SERVING), so reports reach the leader; a server without the
+#: health service counts as healthy.
+SERVICE_CONFIG = json.dumps(
+    {
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "healthCheckConfig": {"serviceName": "splitsched.v1.Scheduler"},
+    }
+)
 #: gRPC channel options: reconnect quickly once the scheduler is back (gRPC's defaults
 #: back off up to two minutes) and allow large batches.
-CHANNEL_OPTIONS: list[tuple[str, int]] = [
+CHANNEL_OPTIONS: list[tuple[str, int | str]] = [
+    ("grpc.service_config", SERVICE_CONFIG),
     ("grpc.initial_reconnect_backoff_ms", 100),
     ("grpc.min_reconnect_backoff_ms", 100),
     ("grpc.max_reconnect_backoff_ms", 2000),
@@ -61,6 +83,7 @@ class OutcomeReporter:
         backoff_cap: float = 5.0,
         channel_factory: Callable[[str], grpc.aio.Channel] = default_channel,
         rng: random.Random | None = None,
+        in_progress_interval: float = 2.0,
     ) -> None:
         self._target = target
         self._binder_id = binder_id
@@ -78,6 +101,15 @@ class OutcomeReporter:
         self._channel: grpc.aio.Channel | None = None
         self._stub: scheduler_pb2_grpc.SchedulerAsyncStub | None = None
         self._task: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        self._in_progress_interval = in_progress_interval
+        #: What is still in flight (IN_PROGRESS outcomes); None = nothing to re-report.
+        self.in_progress_source: Callable[[], Sequence[scheduler_pb2.BindingOutcome]] | None = None
+        #: Held while a report RPC is in flight: batches and IN_PROGRESS rounds never
+        #: overlap, so their order is the order the scheduler sees.
+        self._sending = asyncio.Lock()
+        #: IN_PROGRESS reports the scheduler acknowledged (for tests and logs).
+        self.in_progress_delivered = 0
         self._closing = False
         self._failures = 0
         #: Count of outcomes the scheduler acknowledged (for tests and logs).
@@ -97,6 +129,10 @@ class OutcomeReporter:
             self._channel = self._channel_factory(self._target)
             self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
             self._task = asyncio.create_task(self._run(), name="outcome-reporter")
+            if self._in_progress_interval > 0:
+                self._heartbeat = asyncio.create_task(
+                    self._report_in_progress(), name="in-progress-reporter"
+                )
 
     async def put(self, outcome: scheduler_pb2.BindingOutcome) -> None:
         """Queue one outcome; waits while the buffer is full (back-pressure on workers)."""
@@ -118,11 +154,12 @@ class OutcomeReporter:
     async def close(self) -> None:
         """Stop delivering (call ``flush`` first to deliver what is queued)."""
         self._closing = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._heartbeat):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._heartbeat = None
         if self._channel is not None:
             await self._channel.close()
             self._channel = None
@@ -144,7 +181,8 @@ class OutcomeReporter:
             )
             assert self._stub is not None
             try:
-                await self._stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
+                async with self._sending:
+                    await self._stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
             except Exception as exc:  # AioRpcError, or anything else: never lose the batch
                 self._failures += 1
                 delay = self._backoff()
@@ -177,3 +215,31 @@ class OutcomeReporter:
                 self.delivered += len(batch)
                 self._metrics.report_backlog.set(len(self._buffer))
                 self._cond.notify_all()
+
+    async def _report_in_progress(self) -> None:
+        """Every interval, one best-effort round of IN_PROGRESS reports (see the module
+        docstring); failures are only logged at debug level: the next round retries."""
+        while not self._closing:
+            await asyncio.sleep(self._in_progress_interval)
+            source = self.in_progress_source
+            if source is None or self._stub is None:
+                continue
+            async with self._sending:
+                # Built under the lock: a decision finishing from now on queues its final
+                # outcome behind this round; one already queued is left out.
+                queued = {o.decision_id for o in self._buffer}
+                outcomes = [o for o in source() if o.decision_id not in queued]
+                for start in range(0, len(outcomes), IN_PROGRESS_BATCH):
+                    chunk = outcomes[start : start + IN_PROGRESS_BATCH]
+                    request = scheduler_pb2.ReportBindingOutcomeRequest(
+                        outcomes=chunk, binder_id=self._binder_id
+                    )
+                    try:
+                        await self._stub.ReportBindingOutcome(
+                            request, timeout=min(self._rpc_timeout, self._in_progress_interval)
+                        )
+                    except Exception as exc:  # best effort: the next round sends afresh
+                        why = exc.code().name if isinstance(exc, grpc.aio.AioRpcError) else exc
+                        log.debug("IN_PROGRESS reports not delivered: %s", why)
+                        break
+                    self.in_progress_delivered += len(chunk)

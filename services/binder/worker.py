@@ -12,6 +12,12 @@ reports (``report_unschedulable``); ``services.binder.main`` starts the pool and
 * 5xx, 429 (Retry-After honoured) and network errors are retried with exponential backoff
   and full jitter until ``max_attempts`` or the deadline -> DEADLINE_EXCEEDED.
 
+Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued or
+binding) are re-reported as IN_PROGRESS every couple of seconds (``in_progress``, sent by
+the reporter), so a scheduler that took over or restarted adopts them instead of giving
+their room to other pods. Preemptions are not: they bind nothing, and a new leader
+simply schedules their preemptor again.
+
 Preemptions (``submit_preemption``, kube-scheduler's DefaultPreemption "prepareCandidate"
 step) run as their own tasks, not through the queue: merge-PATCH the preemptor's
 ``status.nominatedNodeName`` (uid-checked), then POST an Eviction for every victim (uid
@@ -54,6 +60,9 @@ CONFLICT = scheduler_pb2.BindingOutcome.CONFLICT
 POD_GONE = scheduler_pb2.BindingOutcome.POD_GONE
 FAILED = scheduler_pb2.BindingOutcome.FAILED
 DEADLINE_EXCEEDED = scheduler_pb2.BindingOutcome.DEADLINE_EXCEEDED
+IN_PROGRESS = scheduler_pb2.BindingOutcome.IN_PROGRESS
+#: A decision is re-reported IN_PROGRESS once it has been in flight this long (seconds).
+IN_PROGRESS_AFTER = 1.0
 
 SHUTTING_DOWN = "binder shutting down"
 #: Longest single API request; shorter when the deadline is nearer.
@@ -287,6 +296,7 @@ class BindingPool:
         self._idle = asyncio.Event()
         self._idle.set()
         self.shutting_down = False
+        reporter.in_progress_source = self.in_progress
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -300,6 +310,23 @@ class BindingPool:
     @property
     def inflight(self) -> int:
         return len(self._active)
+
+    def in_progress(self) -> list[scheduler_pb2.BindingOutcome]:
+        """IN_PROGRESS reports for the decisions accepted at least ``IN_PROGRESS_AFTER``
+        seconds ago and not finished (queued or binding)."""
+        cutoff = time.monotonic() - IN_PROGRESS_AFTER
+        return [
+            scheduler_pb2.BindingOutcome(
+                decision_id=job.decision_id,
+                pod=types_pb2.PodRef(namespace=job.namespace, name=job.name, uid=job.uid),
+                node=job.node,
+                result=IN_PROGRESS,
+                message="in flight",
+                binder_id=self.binder_id,
+            )
+            for job in list(self._active.values())
+            if job.accepted_at <= cutoff
+        ]
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, fail queued decisions at once, give running ones ``grace``."""

@@ -3,7 +3,12 @@
 Subscribes to a watcher's event stream (reconnecting with backoff, resuming from the last
 applied sequence), runs the scheduling loop one pod at a time through the pure core, sends
 decisions to binders (client-side round robin), and serves the Scheduler API. Holds no
-Kubernetes credentials.
+Kubernetes credentials, except, with `--leader-elect`, the right to its Lease
+(`services.scheduler.leader`): then only the replica holding it schedules, and a standby
+keeps a warm view, reports not ready and refuses binders' reports. When it starts
+leading, it waits `--settle-seconds` (3 s by default with leader election) after its view
+is synced and binders can reach it, before deciding anything, so binders' re-reports of
+the decisions still in flight are adopted first.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -25,14 +31,21 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from services.scheduler import leader
 from services.scheduler.api import SchedulerApi
-from services.scheduler.state import Decision, DecisionEvent, SchedulerState, Unschedulable
+from services.scheduler.state import (
+    ADOPTED,
+    Decision,
+    DecisionEvent,
+    SchedulerState,
+    Unschedulable,
+)
 from splitsched import wire
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
+from splitsched.runtime import config, grpcsrv, httpsrv, kubeclient, logs, tracing
 from splitsched.v1 import (
     binder_pb2,
     binder_pb2_grpc,
@@ -125,6 +138,17 @@ class Metrics:
             ["stream"],
             registry=r,
         )
+        self.leader = Gauge(
+            "splitsched_scheduler_leader",
+            "1 while this replica may schedule (holds the Lease, or leader election is off)",
+            registry=r,
+        )
+        self.adopted = Counter(
+            "splitsched_scheduler_adopted_decisions_total",
+            "Decisions a binder re-reported in flight that this replica did not make "
+            "(its predecessor's, after a failover or restart), adopted",
+            registry=r,
+        )
         self.watch_events = Counter(
             "splitsched_scheduler_watch_events_total",
             "Cluster events applied",
@@ -148,7 +172,30 @@ class SchedulerService:
             scheduler_id=args.scheduler_id,
             bind_timeout=args.bind_timeout,
         )
+        # Unique per process: a restarted scheduler must not reuse a decision id that a
+        # binder still remembers (it would answer with the old decision's outcome).
+        self.state.decision_prefix = f"{args.scheduler_id}.{secrets.token_hex(3)}"
+        self.elector: leader.LeaderElector | None = None
+        self.lease_client: kubeclient.KubeClient | None = None
+        if args.leader_elect:
+            self.lease_client = kubeclient.KubeClient(_lease_endpoint(args.kubeconfig))
+            self.elector = leader.LeaderElector(
+                client=self.lease_client,
+                namespace=args.lease_namespace,
+                name=args.lease_name,
+                identity=args.scheduler_id,
+                lease_duration=args.lease_duration,
+                renew_deadline=args.renew_deadline,
+                retry_period=args.retry_period,
+            )
+        self.state.leading = self.elector is None
+        # Scheduling starts at this monotonic time: set when leading with a synced view and
+        # serving (binders can reach us: since `serving_since`).
+        self.settle_until: float | None = None
+        self.serving_since: float | None = None
+        self.exit_code = 0
         self.metrics = Metrics()
+        self.metrics.leader.set(1 if self.state.leading else 0)
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
         self.last_sequence = 0
@@ -165,6 +212,8 @@ class SchedulerService:
 
     def _observe(self, event: DecisionEvent) -> None:
         kind = event.kind
+        if kind == "SCHEDULED" and event.message.startswith(ADOPTED):
+            self.metrics.adopted.inc()
         if kind in OUTCOME_KINDS:
             self.metrics.outcomes.labels(kind).inc()
         if kind == "BOUND":
@@ -191,8 +240,50 @@ class SchedulerService:
         self.wake.set()
 
     def ready(self) -> bool:
-        """/readyz: a synced view of the cluster and at least one binder SERVING."""
-        return self.state.synced and self.binders_ok
+        """/readyz: leading, a synced view of the cluster and at least one binder SERVING
+        (a standby is never ready, so a Service sends binders and tools to the leader)."""
+        return self.state.leading and self.state.synced and self.binders_ok
+
+    def _leading(self) -> bool:
+        return self.elector is None or self.elector.is_leading()
+
+    def _may_schedule(self) -> bool:
+        """Leading, synced, and settled: once binders can reach us (gRPC SERVING), wait
+        `--settle-seconds` so they re-report (and we adopt) what the previous leader or
+        process left in flight."""
+        if not (self.state.synced and self.state.leading and self._leading()):
+            return False
+        if self.args.settle_seconds <= 0:
+            return True
+        if self.settle_until is None:
+            if self.serving_since is None:
+                return False
+            self.settle_until = self.serving_since + self.args.settle_seconds
+            log.info(
+                "leading with a synced view: adopting decisions in flight for %.1fs "
+                "before scheduling",
+                self.args.settle_seconds,
+            )
+        return time.monotonic() >= self.settle_until
+
+    def _started_leading(self) -> None:
+        self.state.leading = True
+        self.settle_until = None
+        self.metrics.leader.set(1)
+        log.info("leading (%s): scheduling once synced and settled", self._lease_name())
+        self.poke()
+
+    def _stopped_leading(self) -> None:
+        """Lost the Lease: stop deciding at once, and exit non-zero so Kubernetes restarts
+        a clean standby (like kube-scheduler)."""
+        self.state.leading = False
+        self.metrics.leader.set(0)
+        log.error("lost %s: stopping; exit code 1", self._lease_name())
+        self.exit_code = 1
+        self.stopping.set()
+
+    def _lease_name(self) -> str:
+        return f"lease {self.args.lease_namespace}/{self.args.lease_name}"
 
     # ---- the watch -----------------------------------------------------------------------
     async def watch_loop(self) -> None:
@@ -271,8 +362,11 @@ class SchedulerService:
     # ---- scheduling ----------------------------------------------------------------------
     async def schedule_loop(self) -> None:
         while not self.stopping.is_set():
-            if not self.state.synced:
-                await self._sleep_until_woken(1.0)
+            if not self._may_schedule():
+                wait = 1.0
+                if self.settle_until is not None and self.state.leading:
+                    wait = min(wait, max(0.01, self.settle_until - time.monotonic()))
+                await self._sleep_until_woken(wait)
                 continue
             decisions: list[Decision] = self.state.take_ready_binds()
             if self.traces is not None:
@@ -436,7 +530,8 @@ class SchedulerService:
         while not self.stopping.is_set():
             await asyncio.sleep(1.0)
             moved = self.state.queue.flush()
-            expired = self.state.expire_overdue() if self.state.synced else 0
+            active = self.state.synced and self.state.leading
+            expired = self.state.expire_overdue() if active else 0
             if expired:
                 log.warning("%d decisions passed their bind deadline unbound: requeued", expired)
             if moved or expired:
@@ -470,15 +565,28 @@ class SchedulerService:
             asyncio.create_task(self._serving_follows_sync(server)),
             asyncio.create_task(self.binder_probe_loop()),
         ]
+        if self.elector is not None:
+            log.info("standby until %s is ours (identity %s)", self._lease_name(),
+                     self.args.scheduler_id)  # fmt: skip
+            tasks.append(asyncio.create_task(self._campaign(self.elector)))
         await self.stopping.wait()
         log.info("shutting down")
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.elector is not None and self.exit_code == 0:
+            await self.elector.release()
+        if self.lease_client is not None:
+            await self.lease_client.close()
         await server.stop(2.0)
         await runner.cleanup()
         await self.binders_channel.close()
-        return 0
+        return self.exit_code
+
+    async def _campaign(self, elector: leader.LeaderElector) -> None:
+        await elector.run(
+            on_started_leading=self._started_leading, on_stopped_leading=self._stopped_leading
+        )
 
     async def binder_probe_loop(self) -> None:
         """Readiness needs a binder: ask the binders' target for its gRPC health every
@@ -509,9 +617,13 @@ class SchedulerService:
     async def _serving_follows_sync(self, server: grpcsrv.GrpcServer) -> None:
         serving = False
         while True:
-            if self.state.synced != serving:
-                serving = self.state.synced
+            # A standby is NOT_SERVING: binders' health-checked channels skip it.
+            want = self.state.synced and self.state.leading
+            if want != serving:
+                serving = want
                 await server.set_serving(serving)
+                self.serving_since = time.monotonic() if serving else None
+                self.poke()
             await asyncio.sleep(0.5)
 
 
@@ -529,16 +641,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler-id", default=f"{socket.gethostname()}-{os.getpid()}")
     p.add_argument("--bind-timeout", type=float, default=30.0, help="seconds per decision")
     p.add_argument("--bind-attempts", type=int, default=5, help="Binding API attempts")
+    p.add_argument(
+        "--settle-seconds",
+        type=float,
+        default=None,
+        help="after the view is synced and this replica leads, wait this long before the "
+        "first decision so binders' in-flight decisions are adopted first (default: 3 with "
+        "--leader-elect, else 0)",
+    )
+    ha = p.add_argument_group("leader election (high availability)")
+    ha.add_argument(
+        "--leader-elect",
+        action="store_true",
+        default=False,
+        help="run as one of several replicas; only the holder of the Lease schedules",
+    )
+    ha.add_argument(
+        "--kubeconfig",
+        help="kubeconfig used ONLY for the Lease (default: in-cluster config)",
+    )
+    ha.add_argument("--lease-name", default="splitsched-scheduler")
+    ha.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE") or "kube-system",
+        help="default: $POD_NAMESPACE, else kube-system",
+    )
+    ha.add_argument("--lease-duration", type=float, default=10.0, help="seconds")
+    ha.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=7.0,
+        help="seconds the leader may fail to renew before it stops (< --lease-duration)",
+    )
+    ha.add_argument("--retry-period", type=float, default=2.0, help="seconds between tries")
     return p
+
+
+def _lease_endpoint(kubeconfig: str | None) -> kubeclient.KubeEndpoint:
+    try:
+        return kubeclient.load_endpoint(kubeconfig)
+    except Exception as exc:  # the kubernetes config loader raises several kinds
+        where = kubeconfig or "the in-cluster config"
+        raise leader.LeaderElectionError(f"cannot load {where}: {exc}") from exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = config.parse_args(build_parser(), argv, env_prefix="SPLITSCHED_SCHEDULER")
     logs.setup("scheduler", json_lines=bool(args.log_json), level=args.log_level)
+    if args.settle_seconds is None:
+        args.settle_seconds = 3.0 if args.leader_elect else 0.0
     tracing.setup("scheduler")
     try:
         return asyncio.run(_run(args))
-    except (profiles.ProfileError, OSError) as exc:
+    except (profiles.ProfileError, OSError, leader.LeaderElectionError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -11,6 +11,12 @@ node). A bind failure forgets the assumption and requeues with backoff; a confli
 requeues at once; a pod gone is dropped. An assumption is only released by an outcome or
 by the watch, never by a timer alone: a decision whose binder vanished is resolved when its
 deadline has passed AND the watch still shows the pod unbound.
+
+After a failover or a restart, binders still carry the previous scheduler's decisions and
+re-report them as IN_PROGRESS every few seconds; one this scheduler does not know, for a
+pod it sees pending, is adopted (`adopt`): assumed on its node, so nothing else takes that
+room, and resolved like any other decision. The service waits a settle period after
+becoming active, before its first decision, so this happens first.
 """
 
 from __future__ import annotations
@@ -51,6 +57,13 @@ class Outcome(enum.Enum):
     POD_GONE = "PodGone"
     FAILED = "Failed"
     DEADLINE_EXCEEDED = "DeadlineExceeded"
+    # Not an outcome: the binder still works on the decision (re-reported every few
+    # seconds), so a scheduler that took over or restarted learns what is in flight.
+    IN_PROGRESS = "InProgress"
+
+
+#: Starts the message of the SCHEDULED event of a decision adopted from a binder.
+ADOPTED = "adopted"
 
 
 @dataclass
@@ -145,6 +158,12 @@ class SchedulerState:
         self.gang_blockers: dict[tuple[str, str], str] = {}
         self.node_versions: dict[str, int] = {}
         self.synced = False
+        # False on a standby replica (leader election): it keeps the view warm but neither
+        # schedules nor accepts binders' reports.
+        self.leading = True
+        # Decision ids are `<prefix>-<n>`; the service makes the prefix unique per process
+        # so a restarted scheduler never reuses an id a binder still remembers.
+        self.decision_prefix = scheduler_id
         self.listeners: list[Listener] = []
         self.recent_events: deque[DecisionEvent] = deque(maxlen=1000)
         self._ids = itertools.count(1)
@@ -378,7 +397,7 @@ class SchedulerState:
     ) -> Decision:
         pod = qp.pod
         decision = Decision(
-            decision_id=f"{self.scheduler_id}-{next(self._ids)}",
+            decision_id=f"{self.decision_prefix}-{next(self._ids)}",
             pod=pod,
             node=node,
             node_version=self.node_versions.get(node, 0),
@@ -498,12 +517,23 @@ class SchedulerState:
         message: str = "",
         attempts: int = 0,
         binder_id: str = "",
+        pod_uid: str = "",
+        node: str = "",
     ) -> bool:
-        """Apply a binder's report. Idempotent: an unknown or already resolved decision is
-        ignored (returns False)."""
+        """Apply a binder's report. Idempotent: an already resolved decision is ignored
+        (returns False). An unknown one still in flight (IN_PROGRESS) or just bound, for a
+        pod the view shows pending, is adopted (`adopt`); any other is ignored."""
         decision = self.decisions.get(decision_id)
         if decision is None:
-            return False
+            if result not in (Outcome.IN_PROGRESS, Outcome.BOUND):
+                return False
+            decision = self.adopt(
+                decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id
+            )
+            if decision is None or result is Outcome.IN_PROGRESS:
+                return decision is not None
+        elif result is Outcome.IN_PROGRESS:
+            return False  # ours, still in flight: nothing changes
         now = self.clock.now()
         uid = decision.pod.uid
         rec = self.records.get(uid)
@@ -538,6 +568,48 @@ class SchedulerState:
         else:
             self._release(decision, requeue="backoff", message=message)
         return True
+
+    def adopt(
+        self, *, decision_id: str, pod_uid: str, node: str, binder_id: str = ""
+    ) -> Decision | None:
+        """Take over a decision a binder is carrying out that this scheduler did not make
+        (its predecessor did, before a failover or a restart): count the pod on that node
+        at once, so its room is not given to another pod while the bind may still land,
+        and track the decision so its outcome (or the watch, or the deadline) resolves it
+        as usual. Only for a pod the view shows pending and not already decided; returns
+        None otherwise."""
+        rec = self.records.get(pod_uid)
+        if (
+            not self.synced
+            or not node
+            or rec is None
+            or rec.pod.node_name
+            or pod_uid in self.decision_of_pod
+            or pod_uid in self.cache
+        ):
+            return None
+        now = self.clock.now()
+        pod = rec.pod
+        queued = self.queue.get(pod_uid) or QueuedPod(pod=pod, first_enqueued=now, enqueued_at=now)
+        self.queue.delete(pod_uid)
+        self.cache.assume(pod, node)
+        decision = Decision(
+            decision_id=decision_id,
+            pod=pod,
+            node=node,
+            node_version=self.node_versions.get(node, 0),
+            queued=queued,
+            deadline=now + self.bind_timeout,
+            created=now,
+        )
+        self.decisions[decision_id] = decision
+        self.decision_of_pod[pod_uid] = decision_id
+        rec.phase, rec.node, rec.message = Phase.BINDING, node, ""
+        rec.failed_node_reasons = {}
+        self._count("adopted")
+        message = f"{ADOPTED} from binder {binder_id or '?'}: in flight before this scheduler led"
+        self._emit(DecisionEvent("SCHEDULED", pod, node, message, decision_id, now, binder_id))
+        return decision
 
     def _release(self, decision: Decision, *, requeue: str | None, message: str) -> None:
         uid = decision.pod.uid

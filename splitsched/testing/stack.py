@@ -5,6 +5,11 @@ benchmarks.
 its own least-privilege kubeconfig (`component_kubeconfigs` makes them with exactly the
 RBAC rules the Helm chart grants), waits until each reports ready on /readyz, and stops
 exactly what it started. Logs go to files in the stack's work dir.
+
+With `schedulers=2` (or more) the schedulers run with leader election on a Lease in
+`lease_namespace` (their kubeconfig has `SCHEDULER_RULES` only), the binders report to all
+of them (`ipv4:a,b`; their channel picks the SERVING one), and `start` waits until one of
+them leads; the standbys are never ready.
 """
 
 from __future__ import annotations
@@ -44,12 +49,28 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
 )
 
 
+# Leader election only (`--leader-elect`): the scheduler reads and writes its Lease and
+# touches nothing else in the API.
+SCHEDULER_RULES: tuple[Mapping[str, Any], ...] = (
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["get", "create", "update"],
+    },
+)
+
+
 def component_kubeconfigs(
-    admin_api: client.ApiClient, *, namespace: str, directory: Path
+    admin_api: client.ApiClient,
+    *,
+    namespace: str,
+    directory: Path,
+    with_scheduler: bool = False,
 ) -> dict[str, Path]:
     """ServiceAccounts for the watcher and the binder with their exact rights (the
-    scheduler needs none: it never talks to the API server)."""
-    return {
+    scheduler needs none: it never talks to the API server), and with `with_scheduler`
+    one for schedulers under leader election (`SCHEDULER_RULES`: their Lease only)."""
+    configs = {
         "watcher": kube.service_account_kubeconfig(
             admin_api,
             namespace=namespace,
@@ -65,6 +86,15 @@ def component_kubeconfigs(
             directory=directory,
         ),
     }
+    if with_scheduler:
+        configs["scheduler"] = kube.service_account_kubeconfig(
+            admin_api,
+            namespace=namespace,
+            name="splitsched-scheduler",
+            cluster_role_rules=SCHEDULER_RULES,
+            directory=directory,
+        )
+    return configs
 
 
 @dataclass
@@ -87,6 +117,14 @@ class Service:
     def ready(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.http_url}/readyz", timeout=1) as resp:
+                return bool(resp.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def live(self) -> bool:
+        """/healthz answers: the process serves (a standby scheduler is live, not ready)."""
+        try:
+            with urllib.request.urlopen(f"{self.http_url}/healthz", timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -116,6 +154,11 @@ class Stack:
     watcher_args: Sequence[str] = ()
     env: Mapping[str, str] = field(default_factory=dict)
     services: list[Service] = field(default_factory=list)
+    # More than one: leader election on the Lease `lease_namespace`/splitsched-scheduler,
+    # with `scheduler_kubeconfig` (SCHEDULER_RULES).
+    schedulers: int = 1
+    scheduler_kubeconfig: Path | None = None
+    lease_namespace: str = ""
 
     def _service(self, name: str, module: str, args: Sequence[str]) -> Service:
         grpc_port, http_port = controlplane.free_port(), controlplane.free_port()
@@ -160,8 +203,32 @@ class Stack:
         return next(s for s in self.services if s.name == "watcher")
 
     @property
+    def scheduler_services(self) -> list[Service]:
+        return [s for s in self.services if s.name.partition("-")[0] == "scheduler"]
+
+    @property
     def scheduler(self) -> Service:
-        return next(s for s in self.services if s.name == "scheduler")
+        """The scheduler; of several replicas, the one that is ready (the leader), else the
+        first."""
+        replicas = self.scheduler_services
+        if len(replicas) > 1:
+            return next((s for s in replicas if s.alive() and s.ready()), replicas[0])
+        return replicas[0]
+
+    def wait_leader(self, *, timeout: float) -> Service:
+        """Wait until one scheduler replica is ready (leads, synced, a binder SERVING)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            replicas = self.scheduler_services
+            for svc in replicas:
+                if svc.alive() and svc.ready():
+                    return svc
+            if not any(s.alive() for s in replicas):
+                tails = "\n".join(f"{s.name}:\n{s.log_tail()}" for s in replicas)
+                raise RuntimeError(f"every scheduler exited:\n{tails}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"no scheduler leads after {timeout}s")
+            time.sleep(0.1)
 
     @property
     def binder_services(self) -> list[Service]:
@@ -176,7 +243,13 @@ class Stack:
                 ["--kubeconfig", str(self.watcher_kubeconfig), *self.watcher_args],
             )
             self._start(watcher)
-            scheduler_grpc = controlplane.free_port()
+            ha = self.schedulers > 1
+            if ha and (self.scheduler_kubeconfig is None or not self.lease_namespace):
+                raise ValueError("several schedulers need scheduler_kubeconfig and lease_namespace")
+            scheduler_ports = [controlplane.free_port() for _ in range(self.schedulers)]
+            scheduler_target = ",".join(f"127.0.0.1:{p}" for p in scheduler_ports)
+            if ha:
+                scheduler_target = f"ipv4:{scheduler_target}"
             binders = []
             for i in range(self.binders):
                 b = self._service(
@@ -186,7 +259,7 @@ class Stack:
                         "--kubeconfig",
                         str(self.binder_kubeconfig),
                         "--scheduler",
-                        f"127.0.0.1:{scheduler_grpc}",
+                        scheduler_target,
                         "--binder-id",
                         f"binder-{i}",
                         *self.binder_args,
@@ -195,23 +268,46 @@ class Stack:
                 self._start(b)
                 binders.append(b)
             targets = ",".join(f"127.0.0.1:{b.grpc_port}" for b in binders)
-            scheduler = self._service(
-                "scheduler",
-                "services.scheduler",
-                [
-                    "--watcher",
-                    watcher.grpc_target,
-                    "--binders",
-                    f"ipv4:{targets}",
-                    "--scheduler-id",
-                    "scheduler-0",
-                    *self.scheduler_args,
-                ],
-            )
-            scheduler.grpc_port = scheduler_grpc
-            scheduler.argv[scheduler.argv.index("--listen") + 1] = f"127.0.0.1:{scheduler_grpc}"
-            self._start(scheduler)
-            self._wait_ready([watcher, *binders, scheduler], timeout)
+            schedulers = []
+            for i, scheduler_grpc in enumerate(scheduler_ports):
+                election = (
+                    [
+                        "--leader-elect",
+                        "--kubeconfig",
+                        str(self.scheduler_kubeconfig),
+                        "--lease-namespace",
+                        self.lease_namespace,
+                    ]
+                    if ha
+                    else []
+                )
+                scheduler = self._service(
+                    f"scheduler-{i}" if ha else "scheduler",
+                    "services.scheduler",
+                    [
+                        "--watcher",
+                        watcher.grpc_target,
+                        "--binders",
+                        f"ipv4:{targets}",
+                        "--scheduler-id",
+                        f"scheduler-{i}",
+                        *election,
+                        *self.scheduler_args,
+                    ],
+                )
+                scheduler.grpc_port = scheduler_grpc
+                listen = scheduler.argv.index("--listen") + 1
+                scheduler.argv[listen] = f"127.0.0.1:{scheduler_grpc}"
+                self._start(scheduler)
+                schedulers.append(scheduler)
+            if ha:
+                self._wait_ready([watcher, *binders], timeout)
+                self.wait_leader(timeout=timeout)
+                for svc in schedulers:
+                    kube.wait_for(svc.live, timeout=timeout, interval=0.1,
+                                  message=f"{svc.name} /healthz")  # fmt: skip
+            else:
+                self._wait_ready([watcher, *binders, *schedulers], timeout)
         except BaseException:
             self.stop()
             raise
