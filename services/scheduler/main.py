@@ -241,8 +241,11 @@ class SchedulerService:
 
     def ready(self) -> bool:
         """/readyz: leading, a synced view of the cluster and at least one binder SERVING
-        (a standby is never ready, so a Service sends binders and tools to the leader)."""
-        return self.state.leading and self.state.synced and self.binders_ok
+        (a standby is not ready, so a Service sends binders and tools to the leader; with
+        `--standby-ready` it is, for Deployments whose rollouts wait for readiness, and
+        only gRPC health tells the leader apart)."""
+        leading = self.state.leading or self.args.standby_ready
+        return leading and self.state.synced and self.binders_ok
 
     def _leading(self) -> bool:
         return self.elector is None or self.elector.is_leading()
@@ -674,6 +677,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds the leader may fail to renew before it stops (< --lease-duration)",
     )
     ha.add_argument("--retry-period", type=float, default=2.0, help="seconds between tries")
+    ha.add_argument(
+        "--standby-ready",
+        action="store_true",
+        default=False,
+        help="report /readyz ok on a synced standby too (gRPC health stays NOT_SERVING): "
+        "a rolling update waits for new pods to be ready, and a standby never leads while "
+        "the old leader runs; binders then find the leader by gRPC health checking",
+    )
     return p
 
 

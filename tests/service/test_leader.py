@@ -37,13 +37,14 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.worker import BindingPool, BindJob
 from services.scheduler import leader
+from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import ADOPTED, Decision, Outcome, Phase, SchedulerState
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import PodState, SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import grpcsrv, kubeclient
+from splitsched.runtime import config, grpcsrv, kubeclient
 from splitsched.testing import kube, stack
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -630,3 +631,31 @@ def test_binder_re_reports_in_flight_decisions_never_after_their_outcome(
             await runner.cleanup()
 
     run(body())
+
+
+def test_standby_is_not_ready_unless_told_and_never_serves_reports() -> None:
+    """/readyz of a synced standby: false by default (a Service routes to the leader only);
+    true with --standby-ready (rolling updates wait for readiness), and then only gRPC
+    health tells the leader apart."""
+
+    async def body() -> list[bool]:
+        seen = []
+        for extra in ([], ["--standby-ready"]):
+            args = config.parse_args(
+                scheduler_main.build_parser(),
+                ["--leader-elect", "--kubeconfig", "/nonexistent", *extra],
+                env_prefix="SPLITSCHED_TEST_UNUSED",
+                environ={},
+            )
+            args.settle_seconds = 3.0
+            # Without __init__ (it would load the kubeconfig): ready() reads only these.
+            service = scheduler_main.SchedulerService.__new__(scheduler_main.SchedulerService)
+            service.args = args
+            service.state = bare_state(leading=False)
+            service.binders_ok = True
+            seen.append(service.ready())
+            service.state.leading = True
+            seen.append(service.ready())
+        return seen
+
+    assert run(body()) == [False, True, True, True]
