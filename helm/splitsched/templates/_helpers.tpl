@@ -135,12 +135,19 @@ affinity:
 Probes: readiness is the native gRPC health check (the service reports SERVING only once
 it can do its work: synced, API server reachable); liveness is HTTP /healthz, because a
 live process that is merely not ready (a binder whose API server is unreachable, a
-scheduler waiting for its watcher) must not be restarted.
+scheduler waiting for its watcher) must not be restarted. With `.readyPath` readiness
+is HTTP GET on it instead (the HA scheduler's /readyz, see scheduler/deployment.yaml).
 */}}
 {{- define "splitsched.probes" -}}
 readinessProbe:
+  {{- if .readyPath }}
+  httpGet:
+    path: {{ .readyPath }}
+    port: http
+  {{- else }}
   grpc:
     port: {{ .grpcPort }}
+  {{- end }}
   periodSeconds: 5
   timeoutSeconds: 3
   failureThreshold: 3
@@ -212,4 +219,27 @@ spec:
 {{- $names = append $names (default "splitsched" .schedulerName) -}}
 {{- end -}}
 {{- join "," $names -}}
+{{- end -}}
+
+{{/*
+"true" when the scheduler runs under leader election (scheduler.leaderElection.enabled),
+else "". It also checks the timings the scheduler would refuse at start
+(lease duration > renew deadline > retry period), so a bad combination fails the
+install instead of crash-looping pods.
+*/}}
+{{- define "splitsched.schedulerHA" -}}
+{{- $le := .Values.scheduler.leaderElection -}}
+{{- if $le.enabled -}}
+{{- if not (and (gt (float64 $le.leaseDuration) (float64 $le.renewDeadline)) (gt (float64 $le.renewDeadline) (float64 $le.retryPeriod))) -}}
+{{- fail (printf "scheduler.leaderElection: need leaseDuration > renewDeadline > retryPeriod, got %v > %v > %v" $le.leaseDuration $le.renewDeadline $le.retryPeriod) -}}
+{{- end -}}
+true
+{{- else if gt (int .Values.scheduler.replicas) 1 -}}
+{{- fail "scheduler.replicas > 1 needs scheduler.leaderElection.enabled (one active scheduler otherwise)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The scheduler's Lease (leader election): <fullname>-scheduler in the release namespace. */}}
+{{- define "splitsched.schedulerLeaseName" -}}
+{{- include "splitsched.componentName" (dict "ctx" . "component" "scheduler") -}}
 {{- end -}}
