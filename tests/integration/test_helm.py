@@ -1,20 +1,24 @@
 """The Helm chart (helm/splitsched) against helm itself and the real control plane.
 
 * ``helm lint`` and ``helm template`` pass for the default values and for
-  ``ci/all-on-values.yaml`` (everything on), and fail on bad values (values.schema.json);
+  ``ci/all-on-values.yaml`` (everything on, scheduler leader election with 2 replicas
+  included), and fail on bad values (values.schema.json, or the chart's timing check);
 * every rendered object carries the standard labels, and every Deployment's flags and
   SPLITSCHED_* variables parse with its service's own argument parser, pointing at the
   chart's Services;
 * the rendered chart goes to the real kube-apiserver with ``dryRun=All`` and
   ``fieldValidation=Strict``, so the API server validates every object (ServiceMonitor is
   skipped: the prometheus-operator CRD is not installed on the test control plane);
-* RBAC: the chart's ClusterRoles equal ``stack.WATCHER_RULES`` / ``stack.BINDER_RULES``;
+* RBAC: the chart's ClusterRoles equal ``stack.WATCHER_RULES`` / ``stack.BINDER_RULES``,
+  and with leader election the scheduler's Role grants what ``stack.SCHEDULER_RULES``
+  does, get/update narrowed to the release's Lease (without it: no scheduler RBAC);
   then the chart's ServiceAccounts, ClusterRoles and bindings are created for real,
   tokens are minted for its ServiceAccounts (TokenRequest), access reviews and real calls
   show each can do what its component needs and nothing it does not (the binder cannot
   list secrets or pods, the scheduler cannot touch pods), and the three services run
   with those tokens (the scheduler with none, and the chart's profiles) and schedule
-  pods end to end.
+  pods end to end; in HA mode the scheduler's token can use its Lease and nothing else,
+  and two schedulers elect a leader with it and schedule.
 
 The helm binary is the cached one (``controlplane.binary_path("helm")``, built by
 scripts/get-binaries.sh). Its default Kubernetes version is whatever it was built with,
@@ -59,6 +63,8 @@ STANDARD_LABELS = (
 NO_CRD_KINDS = frozenset({"ServiceMonitor"})
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
+#: Scheduler leader election on, everything else default.
+HA_SETS = ("scheduler.replicas=2", "scheduler.leaderElection.enabled=true")
 Manifest = dict[str, Any]
 
 
@@ -150,8 +156,15 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         one(docs, "ServiceAccount", component)
     kinds = sorted(d["kind"] for d in docs)
     assert kinds.count("PodDisruptionBudget") == 3
-    assert kinds.count("ClusterRole") == 2  # the scheduler has none
+    assert kinds.count("ClusterRole") == 2  # the scheduler's Role is namespaced
+    scheduler = one(docs, "Deployment", "scheduler")["spec"]
     if value_set == "all-on":
+        # Leader election: two replicas, rolled one at a time behind a synced standby.
+        assert scheduler["replicas"] == 2
+        assert scheduler["strategy"]["type"] == "RollingUpdate"
+        assert scheduler["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+        one(docs, "Role", "scheduler")
+        one(docs, "RoleBinding", "scheduler")
         assert kinds.count("ServiceMonitor") == 3
         one(docs, "HorizontalPodAutoscaler", "binder")
         # The HPA owns the binder's replica count.
@@ -162,6 +175,9 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
     else:
         assert "ServiceMonitor" not in kinds and "HorizontalPodAutoscaler" not in kinds
         assert one(docs, "Deployment", "binder")["spec"]["replicas"] == 2
+        assert scheduler["replicas"] == 1
+        assert scheduler["strategy"] == {"type": "Recreate"}
+        assert "Role" not in kinds and "RoleBinding" not in kinds
 
 
 #: case -> (--set values, what the error must name)
@@ -169,6 +185,16 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "negative replicas": (["binder.replicas=-1"], "/binder/replicas"),
     "replicas not a number": (["watcher.replicas=many"], "/watcher/replicas"),
     "two active schedulers": (["scheduler.replicas=2"], "/scheduler/replicas"),
+    "two schedulers, election off": (
+        ["scheduler.replicas=2", "scheduler.leaderElection.enabled=false"],
+        "/scheduler/replicas",
+    ),
+    "three schedulers": ([*HA_SETS, "scheduler.replicas=3"], "/scheduler/replicas"),
+    "zero lease duration": (
+        [*HA_SETS, "scheduler.leaderElection.leaseDuration=0"],
+        "/scheduler/leaderElection/leaseDuration",
+    ),
+    "unknown election key": ([*HA_SETS, "scheduler.leaderElection.lease=x"], "lease"),
     "unknown top-level key": (["bogus=1"], "bogus"),
     "unknown component key": (["binder.replica=3"], "replica"),
     "resources not a map": (["scheduler.resources=lots"], "/scheduler/resources"),
@@ -190,6 +216,26 @@ def test_bad_values_fail_lint_and_template(helm: Path, case: str) -> None:
     )
     assert template.returncode != 0, f"helm template accepted {sets}"
     assert "schema" in template.stderr and named in template.stderr, template.stderr
+
+
+@pytest.mark.parametrize(
+    "timings",
+    [
+        ("leaseDuration=7", "renewDeadline=7"),
+        ("renewDeadline=2", "retryPeriod=2"),
+        ("leaseDuration=5", "renewDeadline=8"),
+    ],
+)
+def test_lease_timings_the_scheduler_would_refuse_fail_the_chart(
+    helm: Path, timings: tuple[str, str]
+) -> None:
+    """lease duration > renew deadline > retry period, as the scheduler checks at start."""
+    sets = [*HA_SETS, *(f"scheduler.leaderElection.{t}" for t in timings)]
+    template = run_helm(
+        helm, "template", "x", str(CHART), "--kube-version", kube_version(), *helm_args(sets=sets)
+    )
+    assert template.returncode != 0, f"helm template accepted {sets}"
+    assert "leaseDuration > renewDeadline > retryPeriod" in template.stderr, template.stderr
 
 
 # -- what the Deployments run ----------------------------------------------------------------
@@ -238,19 +284,52 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
     assert headless["spec"]["clusterIP"] == "None"
     assert int(target.rsplit(":", 1)[1]) == service_port(docs, headless["metadata"]["name"], "grpc")
     host, port = opts["binder"].scheduler.rsplit(":", 1)
-    assert host == f"prod-splitsched-scheduler{suffix}"
+    if value_set == "all-on":
+        # Leader election: binders resolve every scheduler pod, ready or not, and their
+        # health-checked round robin reports to the SERVING one (the leader).
+        assert host == f"dns:///prod-splitsched-scheduler-headless{suffix}"
+        name = "prod-splitsched-scheduler-headless"
+        services = {d["metadata"]["name"]: d for d in find(docs, "Service", "scheduler")}
+        headless = services[name]
+        assert headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["publishNotReadyAddresses"] is True
+        selector = services["prod-splitsched-scheduler"]["spec"]["selector"]
+        assert headless["spec"]["selector"] == selector
+        assert int(port) == service_port(docs, name, "grpc")
+    else:
+        assert host == f"prod-splitsched-scheduler{suffix}"
+        assert int(port) == service_port(docs, "prod-splitsched-scheduler", "grpc")
     assert int(port) == service_port(docs, "prod-splitsched-scheduler", "grpc")
     assert opts["binder"].binder_id == "pod-name"
     assert opts["binder"].workers == (128 if value_set == "all-on" else 64)
     for component in ("watcher", "binder"):
         assert opts[component].kubeconfig is None  # in-cluster
+    sched = opts["scheduler"]
+    sched_env = {e["name"]: e for e in container(docs, "scheduler")["env"]}
+    if value_set == "all-on":
+        assert sched.leader_elect and sched.standby_ready
+        assert sched.kubeconfig is None  # in-cluster: the pod's token
+        assert sched.lease_name == "prod-splitsched-scheduler"
+        assert (sched.lease_duration, sched.renew_deadline) == (15.0, 10.0)
+        assert (sched.retry_period, sched.settle_seconds) == (2.0, 5.0)
+        # --lease-namespace defaults to $POD_NAMESPACE: the pod's own namespace.
+        field = sched_env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"]
+        assert field == "metadata.namespace"
+    else:
+        assert not sched.leader_elect and not sched.standby_ready
+        assert "POD_NAMESPACE" not in sched_env
 
     for component in COMPONENTS:
         main = container(docs, component)
         ports = {p["name"]: p["containerPort"] for p in main["ports"]}
         assert ports["grpc"] == int(opts[component].listen.rsplit(":", 1)[1])
         assert ports["http"] == int(opts[component].http_listen.rsplit(":", 1)[1])
-        assert main["readinessProbe"]["grpc"]["port"] == ports["grpc"]
+        if component == "scheduler" and value_set == "all-on":
+            # gRPC health is SERVING on the leader only; /readyz also on a synced standby.
+            ready = main["readinessProbe"]["httpGet"]
+            assert (ready["path"], ready["port"]) == ("/readyz", "http")
+        else:
+            assert main["readinessProbe"]["grpc"]["port"] == ports["grpc"]
         assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
         security = main["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
@@ -306,6 +385,8 @@ def test_server_side_dry_run_accepts_every_object(
 
     errors = [e for d in checked if (e := dry_run_create(dyn, d, namespace))]
     assert not errors, "\n".join(errors)
+    ha_kinds = {"Role", "RoleBinding"} & {d["kind"] for d in checked}
+    assert ha_kinds == ({"Role", "RoleBinding"} if value_set == "all-on" else set())
 
     # The same path rejects what the API server rejects (so the check above can fail).
     broken = json.loads(json.dumps(one(checked, "Deployment", "binder")))
@@ -376,6 +457,19 @@ def canonical(rules: Sequence[Mapping[str, Any]]) -> list[tuple[tuple[str, ...],
     )
 
 
+def permissions(rules: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], list[str]]:
+    """(apiGroup, resource, verb) -> the resourceNames it is limited to ([] = any name)."""
+    granted: dict[tuple[str, str, str], list[str]] = {}
+    for rule in rules:
+        for group in rule.get("apiGroups", []):
+            for resource in rule.get("resources", []):
+                for verb in rule.get("verbs", []):
+                    key = (group, resource, verb)
+                    assert key not in granted, f"{key} granted twice"
+                    granted[key] = sorted(rule.get("resourceNames", []))
+    return granted
+
+
 def test_chart_rbac_is_exactly_what_each_component_needs(helm: Path) -> None:
     docs = render(helm, values=(CI_VALUES,))
     expected = {"watcher": stack.WATCHER_RULES, "binder": stack.BINDER_RULES}
@@ -395,6 +489,41 @@ def test_chart_rbac_is_exactly_what_each_component_needs(helm: Path) -> None:
         pod = one(docs, "Deployment", component)["spec"]["template"]["spec"]
         assert pod["serviceAccountName"] == account["metadata"]["name"]
 
+    # The scheduler under leader election (all-on): SCHEDULER_RULES in its namespace, with
+    # get/update narrowed to its own Lease; create stays unnamed (a create request has no
+    # name for resourceNames to match), so it is a rule of its own.
+    account = one(docs, "ServiceAccount", "scheduler")
+    role, binding = one(docs, "Role", "scheduler"), one(docs, "RoleBinding", "scheduler")
+    assert role["metadata"]["namespace"] == "splitsched"
+    lease = "splitsched-scheduler"
+    granted = permissions(role["rules"])
+    assert set(granted) == set(permissions(stack.SCHEDULER_RULES))
+    for (_, _, verb), names in granted.items():
+        assert names == ([] if verb == "create" else [lease]), (verb, names)
+    assert f"--lease-name={lease}" in container(docs, "scheduler")["args"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account["metadata"]["name"], "namespace": "splitsched"}
+    ]
+    # The token is mounted by the pod's choice; the account still opts out by default.
+    assert account["automountServiceAccountToken"] is False
+    pod = one(docs, "Deployment", "scheduler")["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    for component in ("watcher", "binder"):
+        assert not find(docs, "Role", component) and not find(docs, "RoleBinding", component)
+
+
+def test_without_leader_election_the_scheduler_has_no_rbac(helm: Path) -> None:
+    docs = render(
+        helm,
+        values=(CI_VALUES,),
+        sets=("scheduler.leaderElection.enabled=false", "scheduler.replicas=1"),
+    )
     # The scheduler: a ServiceAccount without any role, and no token in its pod.
     account = one(docs, "ServiceAccount", "scheduler")
     assert account["automountServiceAccountToken"] is False
