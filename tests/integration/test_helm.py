@@ -28,6 +28,7 @@ so templates are rendered for the control plane's version (``--kube-version``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import subprocess
 import uuid
@@ -565,11 +566,13 @@ def create_objects(dyn: dynamic.DynamicClient, docs: Sequence[Manifest], namespa
         dyn.create(resource, body=doc, namespace=namespace if resource.namespaced else None)
 
 
-def can(api: client.ApiClient, verb: str, resource: str, *, namespace: str = "") -> bool:
+def can(
+    api: client.ApiClient, verb: str, resource: str, *, namespace: str = "", name: str = ""
+) -> bool:
     """SelfSubjectAccessReview: may this client's identity do ``verb`` on ``resource``
-    ("pods", "pods/binding", "events.k8s.io:events")?"""
+    ("pods", "pods/binding", "events.k8s.io:events"), on the object ``name`` if given?"""
     group, _, rest = resource.rpartition(":")
-    name, _, sub = rest.partition("/")
+    plural, _, sub = rest.partition("/")
     review = client.AuthorizationV1Api(api).create_self_subject_access_review(
         {
             "apiVersion": "authorization.k8s.io/v1",
@@ -577,10 +580,11 @@ def can(api: client.ApiClient, verb: str, resource: str, *, namespace: str = "")
             "spec": {
                 "resourceAttributes": {
                     "group": group,
-                    "resource": name,
+                    "resource": plural,
                     "subresource": sub,
                     "verb": verb,
                     "namespace": namespace,
+                    "name": name,
                 }
             },
         }
@@ -596,14 +600,19 @@ def forbidden(call: Any) -> bool:
     return False
 
 
-@pytest.fixture
-def chart_accounts(
+ChartAccounts = tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]]
+
+
+@contextlib.contextmanager
+def created_chart_accounts(
     helm: Path,
+    *,
     kube_api: client.ApiClient,
     dyn: dynamic.DynamicClient,
     namespace: str,
     tmp_path: Path,
-) -> Iterator[tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]]]:
+    sets: Sequence[str] = (),
+) -> Iterator[ChartAccounts]:
     """The chart's RBAC objects created for real in ``namespace`` (cluster-scoped ones
     labelled for the namespace fixture's cleanup), with a kubeconfig per ServiceAccount."""
     labels = tmp_path / "labels.yaml"
@@ -611,7 +620,7 @@ def chart_accounts(
         yaml.safe_dump({"global": {"commonLabels": {kube.TEST_NAMESPACE_LABEL: namespace}}})
     )
     release = f"rbac-{uuid.uuid4().hex[:6]}"
-    docs = render(helm, release=release, namespace=namespace, values=(labels,))
+    docs = render(helm, release=release, namespace=namespace, values=(labels,), sets=sets)
     create_objects(dyn, [d for d in docs if d["kind"] in RBAC_KINDS], namespace)
     core = client.CoreV1Api(kube_api)
     apis: dict[str, client.ApiClient] = {}
@@ -634,8 +643,38 @@ def chart_accounts(
             api.close()
 
 
+@pytest.fixture
+def chart_accounts(
+    helm: Path,
+    kube_api: client.ApiClient,
+    dyn: dynamic.DynamicClient,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[ChartAccounts]:
+    """The default chart's RBAC, for real (see `created_chart_accounts`)."""
+    with created_chart_accounts(
+        helm, kube_api=kube_api, dyn=dyn, namespace=namespace, tmp_path=tmp_path
+    ) as accounts:
+        yield accounts
+
+
+@pytest.fixture
+def ha_chart_accounts(
+    helm: Path,
+    kube_api: client.ApiClient,
+    dyn: dynamic.DynamicClient,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[ChartAccounts]:
+    """The chart's RBAC with scheduler leader election on, for real."""
+    with created_chart_accounts(
+        helm, kube_api=kube_api, dyn=dyn, namespace=namespace, tmp_path=tmp_path, sets=HA_SETS
+    ) as accounts:
+        yield accounts
+
+
 def test_chart_service_accounts_have_least_privilege(
-    chart_accounts: tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]],
+    chart_accounts: ChartAccounts,
     namespace: str,
 ) -> None:
     _, apis, _ = chart_accounts
@@ -697,7 +736,7 @@ def test_chart_service_accounts_have_least_privilege(
 
 
 def test_services_schedule_pods_with_the_chart_rbac(
-    chart_accounts: tuple[list[Manifest], dict[str, client.ApiClient], dict[str, Path]],
+    chart_accounts: ChartAccounts,
     kube_api: client.ApiClient,
     namespace: str,
     tmp_path: Path,
@@ -742,6 +781,134 @@ def test_services_schedule_pods_with_the_chart_rbac(
                 return {e.regarding.name for e in events if e.reason == "Scheduled"} >= set(names)
 
             kube.wait_for(scheduled_events, timeout=20, message="Scheduled events")
+            logs = {svc.name: svc.log_path.read_text(errors="replace") for svc in running.services}
+        for name, text in logs.items():
+            assert "forbidden" not in text.lower(), f"{name} was refused something:\n{text}"
+    finally:
+        kube.delete_nodes(kube_api, nodes)
+
+
+def lease_body(name: str, holder: str, *, resource_version: str = "") -> Manifest:
+    metadata: Manifest = {"name": name}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": metadata,
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 10},
+    }
+
+
+def test_ha_scheduler_token_can_use_its_lease_and_nothing_else(
+    ha_chart_accounts: ChartAccounts, kube_api: client.ApiClient, namespace: str
+) -> None:
+    docs, apis, _ = ha_chart_accounts
+    scheduler = apis["scheduler"]
+    [lease] = [
+        a.split("=", 1)[1]
+        for a in container(docs, "scheduler")["args"]
+        if a.startswith("--lease-name=")
+    ]
+    leases = "coordination.k8s.io:leases"
+    ns = namespace
+    # The API server's RBAC authorizer sees new Roles through an informer: wait for it.
+    kube.wait_for(
+        lambda: can(scheduler, "update", leases, namespace=ns, name=lease),
+        timeout=15,
+        message="the scheduler's Role in effect",
+    )
+    for verb in ("get", "update"):
+        assert can(scheduler, verb, leases, namespace=ns, name=lease), f"cannot {verb} {lease}"
+        assert not can(scheduler, verb, leases, namespace=ns, name="other"), f"may {verb} other"
+    assert can(scheduler, "create", leases, namespace=ns)
+    for verb in ("list", "watch", "delete", "patch", "deletecollection"):
+        assert not can(scheduler, verb, leases, namespace=ns, name=lease), f"may {verb} leases"
+    for other_ns in ("default", "kube-system"):
+        for verb in ("get", "create", "update", "list"):
+            allowed = can(scheduler, verb, leases, namespace=other_ns, name=lease)
+            assert not allowed, f"may {verb} leases in {other_ns}"
+    for verb in ("get", "list", "watch", "create", "update", "patch", "delete"):
+        for resource in ("pods", "pods/binding", "nodes", "secrets", "configmaps"):
+            assert not can(scheduler, verb, resource, namespace=ns), f"may {verb} {resource}"
+
+    # The real calls the elector makes (GET, POST, PUT with resourceVersion) succeed...
+    coord = client.CoordinationV1Api(scheduler)
+    created = coord.create_namespaced_lease(ns, lease_body(lease, "a"))
+    read = coord.read_namespaced_lease(lease, ns)
+    assert read.spec.holder_identity == "a"
+    updated = coord.replace_namespaced_lease(
+        lease, ns, lease_body(lease, "b", resource_version=created.metadata.resource_version)
+    )
+    assert updated.spec.holder_identity == "b"
+    # ...and everything else is refused.
+    assert forbidden(lambda: coord.list_namespaced_lease(ns))
+    assert forbidden(lambda: coord.list_namespaced_lease("default"))
+    assert forbidden(lambda: coord.list_lease_for_all_namespaces())
+    assert forbidden(lambda: coord.read_namespaced_lease(lease, "kube-system"))
+    assert forbidden(lambda: coord.create_namespaced_lease("default", lease_body(lease, "a")))
+    assert forbidden(lambda: coord.delete_namespaced_lease(lease, ns))
+    assert forbidden(lambda: client.CoreV1Api(scheduler).list_namespaced_pod(ns))
+    assert forbidden(lambda: client.CoreV1Api(scheduler).list_pod_for_all_namespaces())
+    # The price of create being unnamed (no resourceNames on create): another Lease can be
+    # created in the namespace, but then neither read nor renewed.
+    coord.create_namespaced_lease(ns, lease_body("other", "a"))
+    assert forbidden(lambda: coord.read_namespaced_lease("other", ns))
+    holder = client.CoordinationV1Api(kube_api).read_namespaced_lease(lease, ns)
+    assert holder.spec.holder_identity == "b"
+
+
+def test_ha_schedulers_elect_a_leader_and_schedule_with_the_chart_rbac(
+    ha_chart_accounts: ChartAccounts,
+    kube_api: client.ApiClient,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Two schedulers with the chart's scheduler token and its election flags (Lease name,
+    timings, settle period) share its Lease; the leader schedules."""
+    docs, _, kubeconfigs = ha_chart_accounts
+    profiles_path = tmp_path / "profiles.yaml"
+    profiles_path.write_text(one(docs, "ConfigMap", "scheduler")["data"]["profiles.yaml"])
+    election = (
+        "--lease-name=",
+        "--lease-duration=",
+        "--renew-deadline=",
+        "--retry-period=",
+        "--settle-seconds=",
+    )
+    chart_args = container(docs, "scheduler")["args"]
+    # Not --standby-ready: Stack.wait_leader finds the leader by /readyz.
+    election_args = [a for a in chart_args if a.startswith(election)]
+    assert len(election_args) == len(election) and "--leader-elect" in chart_args
+    [lease] = [a.split("=", 1)[1] for a in election_args if a.startswith("--lease-name=")]
+
+    nodes = kube.create_kwok_nodes(
+        kube_api, 2, name_prefix=f"helm-ha-{uuid.uuid4().hex[:5]}", cpu="4", memory="8Gi"
+    )
+    running = stack.Stack(
+        workdir=tmp_path / "stack",
+        watcher_kubeconfig=kubeconfigs["watcher"],
+        binder_kubeconfig=kubeconfigs["binder"],
+        binders=1,
+        schedulers=2,
+        scheduler_kubeconfig=kubeconfigs["scheduler"],
+        lease_namespace=namespace,
+        scheduler_args=["--profiles", str(profiles_path), *election_args],
+    )
+    try:
+        with running:
+            names = kube.create_pods(
+                kube_api, namespace=namespace, pods=kube.make_pods(4, name_prefix="helm-ha")
+            )
+            core = client.CoreV1Api(kube_api)
+
+            def all_bound() -> bool:
+                pods = core.list_namespaced_pod(namespace).items
+                return len(pods) == len(names) and all(p.spec.node_name for p in pods)
+
+            kube.wait_for(all_bound, timeout=45, message="pods bound by the HA schedulers")
+            held = client.CoordinationV1Api(kube_api).read_namespaced_lease(lease, namespace)
+            assert held.spec.holder_identity in {"scheduler-0", "scheduler-1"}
             logs = {svc.name: svc.log_path.read_text(errors="replace") for svc in running.services}
         for name, text in logs.items():
             assert "forbidden" not in text.lower(), f"{name} was refused something:\n{text}"
