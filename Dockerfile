@@ -16,10 +16,10 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # ---- the wheel, and one requirements file per service ------------------------------------
 FROM ${PYTHON_IMAGE} AS wheel
 # Distributions (pyproject [project].dependencies) a service never imports.
-# numpy: only the scheduler's algorithm uses it. kubernetes: only the watcher and binder
-# read kubeconfigs / the in-cluster config with it.
+# numpy: only the scheduler's algorithm uses it. kubernetes: every service reads its
+# kubeconfig / in-cluster config with it (the scheduler only for its leader Lease).
 ARG WATCHER_WITHOUT="numpy"
-ARG SCHEDULER_WITHOUT="kubernetes"
+ARG SCHEDULER_WITHOUT=""
 ARG BINDER_WITHOUT="numpy"
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1
