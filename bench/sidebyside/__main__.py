@@ -50,12 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-state", action="store_true", help="keep logs and state dirs")
     p.add_argument("--profile-dir", type=Path, help="py-spy profiles of splitsched here")
     p.add_argument("--timeout", type=float, help="seconds per run to bind all pods")
+    p.add_argument("--repeat", type=int, default=1, help="rounds per workload (median kept)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    # Creating nodes from 16 threads overflows the client's pool of 10: harmless, noisy.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     try:
         contenders.validate(args.contenders)
         workloads.build(args.workloads, init_pods=0, pods=0, rate=1, rate_seconds=1)
@@ -74,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         keep_state=args.keep_state,
         profile_dir=args.profile_dir,
         timeout=args.timeout,
+        repeat=max(1, args.repeat),
     )
     started = dt.datetime.now(dt.UTC)
     load_before = os.getloadavg()
@@ -81,6 +85,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = asyncio.run(bench.run())
     print()
     print(report.table(results))
+    if options.repeat > 1:
+        print(f"\nmedian of {options.repeat} rounds:")
+        print(report.table(report.representative(results)))
     print()
     print("CPU seconds per process:")
     print(report.cpu_table(results))

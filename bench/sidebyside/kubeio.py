@@ -133,6 +133,8 @@ class BindWatch:
         self.only = only or (lambda _name: True)
         self.bound: dict[str, float] = {}
         self.node_of: dict[str, str] = {}
+        #: Admitted pods seen Running (kwok's status update after the bind).
+        self.running: set[str] = set()
         self.events = 0
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -156,10 +158,15 @@ class BindWatch:
 
     def _observe(self, pod: Manifest, now: float) -> None:
         name = pod["metadata"]["name"]
+        if not self.only(name):
+            return
         node = (pod.get("spec") or {}).get("nodeName")
-        if node and name not in self.bound and self.only(name):
+        if node and name not in self.bound:
             self.bound[name] = now
             self.node_of[name] = node
+            self._changed.set()
+        if (pod.get("status") or {}).get("phase") == "Running" and name not in self.running:
+            self.running.add(name)
             self._changed.set()
 
     async def _run(self, rv: str) -> None:
@@ -195,11 +202,12 @@ class BindWatch:
                 log.warning("bind watch on %s restarts: %s", self.namespace, exc)
                 await asyncio.sleep(0.2)
 
-    async def wait(self, count: int, *, within: float) -> bool:
-        """True once ``count`` pods (those ``only`` admits) are bound; False after ``within``
-        seconds."""
+    async def wait(self, count: int, *, within: float, running: bool = False) -> bool:
+        """True once ``count`` pods (those ``only`` admits) are bound (or, with ``running``,
+        Running); False after ``within`` seconds."""
+        seen: dict[str, float] | set[str] = self.running if running else self.bound
         deadline = time.monotonic() + within
-        while len(self.bound) < count:
+        while len(seen) < count:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False

@@ -35,14 +35,20 @@ class Profilers:
         self.tag = tag
         self.rate = rate
         self.procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+        self.warned = False
 
-    def start(self, pids: Mapping[str, int]) -> None:
+    def attach(self, pids: Mapping[str, int]) -> None:
+        """Start a recorder for each process not recorded yet (called as PIDs appear)."""
         exe = py_spy()
         if exe is None:
-            print("bench: py-spy not found; no profiles", file=sys.stderr)
+            if not self.warned:
+                print("bench: py-spy not found; no profiles", file=sys.stderr)
+                self.warned = True
             return
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for name, pid in pids.items():
+            if name in self.procs:
+                continue
             out = self.out_dir / f"{self.tag}-{name}.txt"
             argv = [exe, "record", "--pid", str(pid), "--rate", str(self.rate)]
             argv += ["--format", "raw", "--nonblocking", "-o", str(out)]
@@ -77,10 +83,11 @@ def _frame(raw: str) -> str:
 
 def summarize(collapsed: str, *, top: int = 25) -> str:
     """Top functions by own samples and by inclusive samples, from py-spy's raw format
-    (``frame;frame;...;frame count`` per line, outermost first)."""
+    (``frame;frame;...;frame count`` per line, outermost first); import-time stacks are
+    counted apart."""
     own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
-    total = 0
+    total = imports = 0
     for line in collapsed.splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -89,13 +96,17 @@ def summarize(collapsed: str, *, top: int = 25) -> str:
         frames = [_frame(f) for f in stack.split(";") if f]
         if not frames:
             continue
+        if any("_find_and_load" in f for f in frames):
+            imports += count  # start-up: the profile begins when the process does
+            continue
         total += count
         own[frames[-1]] += count
         for frame in set(frames):
             inclusive[frame] += count
     if total == 0:
         return "no samples\n"
-    lines = [f"{total} samples (non-idle)", "", "own samples:"]
+    lines = [f"{total} samples (non-idle), {imports} more in imports (left out)", ""]
+    lines += ["own samples:"]
     lines += [f"  {n / total:6.1%}  {f}" for f, n in own.most_common(top)]
     lines += ["", "inclusive samples:"]
     lines += [f"  {n / total:6.1%}  {f}" for f, n in inclusive.most_common(top)]

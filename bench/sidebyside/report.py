@@ -32,16 +32,17 @@ def _f(value: float, digits: int = 1) -> str:
 def table(results: Sequence[RunResult]) -> str:
     """The main table: throughput, latency and CPU seconds per run."""
     head = (
-        f"{'workload':9} {'contender':24} {'bound':>11} {'avg/s':>7} {'p50/s':>6} "
-        f"{'p90/s':>6} {'p99/s':>6} {'lat p50':>8} {'lat p99':>8} {'secs':>6} "
+        f"{'workload':9} {'contender':24} {'#':>2} {'bound':>11} {'avg/s':>7} {'p50/s':>6} "
+        f"{'p90/s':>6} {'p99/s':>6} {'srv/s':>6} {'lat p50':>8} {'lat p99':>8} {'secs':>6} "
         f"{'cpu ours':>8} {'apisrv':>7} {'etcd':>6} {'kwok':>6} {'harness':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in results:
         tp, cpu = r.throughput, r.cpu_seconds
         lines.append(
-            f"{r.workload:9} {r.contender:24} {f'{r.bound}/{r.pods}':>11} "
+            f"{r.workload:9} {r.contender:24} {r.round:>2} {f'{r.bound}/{r.pods}':>11} "
             f"{_f(tp.average):>7} {_f(tp.p50, 0):>6} {_f(tp.p90, 0):>6} {_f(tp.p99, 0):>6} "
+            f"{_f(r.server_average):>6} "
             f"{_f(r.latency.p50, 2):>8} {_f(r.latency.p99, 2):>8} {_f(r.seconds):>6} "
             f"{_f(r.our_cpu):>8} {_f(cpu.get('kube-apiserver', math.nan)):>7} "
             f"{_f(cpu.get('etcd', math.nan)):>6} {_f(cpu.get('kwok', math.nan)):>6} "
@@ -64,9 +65,25 @@ def cpu_table(results: Sequence[RunResult]) -> str:
     return "\n".join(lines)
 
 
+def representative(results: Sequence[RunResult]) -> list[RunResult]:
+    """One run per (workload, contender): the median by average throughput (the lower
+    median for an even count; incomplete runs rank lowest)."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        groups.setdefault((r.workload, r.contender), []).append(r)
+
+    def key(r: RunResult) -> float:
+        avg = r.throughput.average
+        return -1.0 if not r.complete or math.isnan(avg) else avg
+
+    return [sorted(g, key=key)[(len(g) - 1) // 2] for g in groups.values()]
+
+
 def ratios(results: Sequence[RunResult]) -> dict[str, dict[str, dict[str, float]]]:
     """workload -> contender -> {throughput, latency_p50, latency_p99} over kube-scheduler's
-    (QPS 5000) in the same run; throughput > 1 and latency < 1 favour the contender."""
+    (QPS 5000) in the same run (median runs when repeated); throughput > 1 and latency < 1
+    favour the contender."""
+    results = representative(results)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for base in (r for r in results if r.contender == BASELINE):
         row: dict[str, dict[str, float]] = {}
@@ -187,18 +204,20 @@ def document(
             "sample before the first measured bind to just after the last (start-up left out)"
         ),
         "results": [r.to_json() for r in results],
+        "median_runs": [[r.workload, r.contender, r.round] for r in representative(results)],
         "ratios_vs_kube_scheduler": ratios(results),
     }
 
 
 def plot(results: Sequence[RunResult], path: Path) -> None:
     """Bound pods over time (seconds from the first measured bind), one panel per
-    workload, one line per contender."""
+    workload, one line per contender (its median run when repeated)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    results = representative(results)
     order = list(dict.fromkeys(r.workload for r in results))
     fig, axes = plt.subplots(1, len(order), figsize=(5.2 * len(order), 4), squeeze=False)
     for ax, workload in zip(axes[0], order, strict=True):

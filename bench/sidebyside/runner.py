@@ -13,8 +13,9 @@ namespace:
    bind times (throughput is sampled as scheduler_perf does, on 1 s ticks from the launch,
    the first non-empty tick being the baseline), CPU seconds of every process (contender,
    control plane, this harness) sampled every 0.2 s and taken from the first measured bind
-   (``t0``, so start-up CPU is left out) to the end, optionally py-spy profiles from the
-   contender's readiness;
+   (``t0``, so start-up CPU is left out) until kwok has every measured pod Running (the
+   work a bind sets off), optionally py-spy profiles of every splitsched process from the
+   moment its PID exists;
 4. the placements are checked from the API objects (``splitsched.testing.invariants``), the
    contender is stopped and the namespace deleted before the next one starts.
 """
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import logging
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,8 @@ class Options:
     profile_dir: Path | None = None
     #: Seconds to wait for a run's pods to be bound (default: scaled to the pod count).
     timeout: float | None = None
+    #: Rounds per workload; each round runs every contender once, the order rotated.
+    repeat: int = 1
 
 
 @dataclass
@@ -76,19 +81,35 @@ class RunResult:
     latency_from: str
     #: t0 (the first measured bind) -> last bind.
     seconds: float
+    #: From the first bind until the last bind's consequences settled (pods Running).
     cpu_seconds: dict[str, float]
+    cpu_seconds_to_last_bind: dict[str, float]
     #: (seconds since t0, bound so far), thinned to at most CURVE_POINTS points.
     curve: list[tuple[float, int]]
     overcommitted: int
     placement_violations: int
     watch_events: int
     achieved_create_rate: float | None = None
+    #: Binds per wall-clock second as the API server stamped them (PodScheduled's
+    #: lastTransitionTime, 1 s resolution), from the first bind's second to the last's.
+    server_binds_per_second: list[int] = field(default_factory=list)
+    #: Watch-observed bind time minus the server's stamp (+0.5 s): how late the harness's
+    #: watch saw the binds (+-0.5 s resolution).
+    watch_lag: measure.Latency | None = None
     load_average: tuple[float, float] = (0.0, 0.0)
     contender_config: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    round: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def server_average(self) -> float:
+        """Mean binds per second by the server's stamps, the partial first and last seconds
+        left out (NaN for runs shorter than 3 s)."""
+        inner = self.server_binds_per_second[1:-1]
+        return sum(inner) / len(inner) if inner else float("nan")
 
     @property
     def our_cpu(self) -> float:
@@ -143,29 +164,62 @@ class CpuSampler:
     """Samples the CPU seconds of every process every ``interval`` seconds, so the CPU of a
     window that began before anyone knew it had (the first bind) can be taken afterwards."""
 
-    def __init__(self, pids: Callable[[], dict[str, int]], interval: float = 0.2) -> None:
+    def __init__(
+        self,
+        pids: Callable[[], dict[str, int]],
+        *,
+        interval: float = 0.2,
+        on_pids: Callable[[], None] | None = None,
+    ) -> None:
         self.pids = pids
         self.interval = interval
+        self.on_pids = on_pids
         self.samples: list[tuple[float, dict[str, float]]] = []
 
     def sample(self) -> None:
         self.samples.append((time.monotonic(), measure.cpu_snapshot(self.pids())))
+        if self.on_pids is not None:
+            self.on_pids()
 
     async def run(self) -> None:
         while True:
             self.sample()
             await asyncio.sleep(self.interval)
 
-    def window(self, start: float) -> dict[str, float]:
-        """CPU seconds from the last sample at or before ``start`` to the last sample."""
+    def window(self, start: float, end: float | None = None) -> dict[str, float]:
+        """CPU seconds from the last sample at or before ``start`` to the last sample at or
+        before ``end`` (default: the last sample)."""
         if not self.samples:
             return {}
-        before = self.samples[0][1]
+        before = after = self.samples[0][1]
         for t, snap in self.samples:
-            if t > start:
-                break
-            before = snap
-        return measure.cpu_delta(before, self.samples[-1][1])
+            if t <= start:
+                before = snap
+            if end is None or t <= end:
+                after = snap
+        return measure.cpu_delta(before, after)
+
+
+def server_bind_times(pods: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Pod name -> wall time (whole seconds) of its PodScheduled=True condition, which the
+    API server stamps in the same write that sets spec.nodeName."""
+    out: dict[str, float] = {}
+    for pod in pods:
+        for cond in (pod.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+                stamp = cond.get("lastTransitionTime")
+                if stamp:
+                    when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                    out[pod["metadata"]["name"]] = when.timestamp()
+    return out
+
+
+def per_second(times: Iterable[float]) -> list[int]:
+    seconds = [int(t) for t in times]
+    if not seconds:
+        return []
+    counts = Counter(seconds)
+    return [counts.get(sec, 0) for sec in range(min(seconds), max(seconds) + 1)]
 
 
 def thin_curve(binds: Sequence[float], t0: float) -> list[tuple[float, int]]:
@@ -220,10 +274,13 @@ class Bench:
                 server=self.cp.server_url, ssl_context=self.cp.ssl_context()
             ) as io:
                 for wl in wls:
-                    for name in opts.contenders:
-                        result = await self.run_one(io, wl, name)
-                        self.results.append(result)
-                        self.progress(summary_line(result))
+                    for round_ in range(opts.repeat):
+                        k = round_ % len(opts.contenders)
+                        for name in (*opts.contenders[k:], *opts.contenders[:k]):
+                            result = await self.run_one(io, wl, name)
+                            result.round = round_
+                            self.results.append(result)
+                            self.progress(summary_line(result))
         finally:
             self.cp.down()
             if not opts.keep_state:
@@ -248,15 +305,24 @@ class Bench:
             kube.create_namespace, self.admin, prefix=f"bench-{wl.name}"[:40]
         )
         watch = kubeio.BindWatch(io, ns, only=lambda n: n.startswith("pod-"))
-        profilers: profiling.Profilers | None = None
         error: str | None = None
         achieved: float | None = None
         created: dict[str, float] = {}
         complete = False
         t_launch = time.monotonic()
-        sampler = CpuSampler(lambda: self._pids(contender))
+        profilers = (
+            profiling.Profilers(opts.profile_dir, tag=f"{wl.name}-{name}")
+            if opts.profile_dir and contender.family == "splitsched"
+            else None
+        )
+        sampler = CpuSampler(
+            lambda: self._pids(contender),
+            on_pids=(lambda: profilers.attach(contender.pids())) if profilers else None,
+        )
+        t_bound = 0.0
         sampler_task: asyncio.Task[None] | None = None
         load_start = os.getloadavg()[0]
+        wall_offset = time.time() - time.monotonic()
         try:
             init = [
                 wl.init_pod(
@@ -277,16 +343,20 @@ class Bench:
             t_launch = time.monotonic()
             sampler_task = asyncio.create_task(sampler.run())
             await asyncio.to_thread(contender.start)
-            if opts.profile_dir and contender.family == "splitsched":
-                profilers = profiling.Profilers(opts.profile_dir, tag=f"{wl.name}-{name}")
-                profilers.start(contender.pids())
             self.progress(f"[{wl.name}] {name}: ready; measuring")
             if not wl.upfront:
                 created, achieved = await io.create_pods_at_rate(ns, measured, rate=wl.rate)
             complete = await watch.wait(wl.pods, within=run_timeout(opts, wl.pods))
             sampler.sample()
+            t_bound = time.monotonic()
             if not complete:
                 error = f"timed out: {len(watch.bound)}/{wl.pods} bound"
+            else:
+                # The work a bind sets off (kwok's Running update, its watch events, the
+                # Scheduled Event) belongs to the run: CPU is taken when it has settled.
+                await watch.wait(wl.pods, within=60, running=True)
+                await asyncio.sleep(0.5)
+                sampler.sample()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
             log.exception("run %s/%s failed", wl.name, name)
@@ -304,6 +374,8 @@ class Bench:
             nodes, pods = await asyncio.to_thread(invariants.cluster_state, self.admin)
             over = invariants.overcommitted(nodes, pods)
             violations = invariants.placement_violations(nodes, pods)
+            listing = await io.list_pods(ns, label_selector=f"{workloads.BENCH_LABEL}=measured")
+            server = server_bind_times(listing["items"])
         finally:
             describe = contender.describe()
             await asyncio.to_thread(contender.stop)
@@ -326,11 +398,16 @@ class Bench:
             latency_from="first bind" if wl.upfront else "creation",
             seconds=round(max(binds) - t0, 3) if binds else float("nan"),
             cpu_seconds=sampler.window(t0),
+            cpu_seconds_to_last_bind=sampler.window(t0, t_bound),
             curve=thin_curve(binds, t0),
             overcommitted=len(over),
             placement_violations=len(violations),
             watch_events=watch.events,
             achieved_create_rate=round(achieved, 1) if achieved else None,
+            server_binds_per_second=per_second(server.values()),
+            watch_lag=measure.Latency.from_pairs(
+                {k: v + 0.5 - wall_offset for k, v in server.items()}, watch.bound
+            ),
             load_average=(round(load_start, 2), round(os.getloadavg()[0], 2)),
             contender_config=describe,
             error=error,
