@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -137,12 +138,29 @@ def default_state_dir() -> Path:
     return Path(env).resolve() if env else REPO_ROOT / ".local-cluster"
 
 
+_PORT_PICKER = random.Random()
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now. Chosen below Linux's
+    ephemeral range (32768 and up): a port the kernel picks for some outgoing connection
+    could otherwise be taken between this check and the service binding it."""
+    for _ in range(100):
+        port = _PORT_PICKER.randrange(20000, 32000)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        fallback: int = s.getsockname()[1]
+        return fallback
 
 
 def pid_alive(pid: int) -> bool:
