@@ -51,11 +51,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-dir", type=Path, help="py-spy profiles of splitsched here")
     p.add_argument("--timeout", type=float, help="seconds per run to bind all pods")
     p.add_argument("--repeat", type=int, default=1, help="rounds per workload (median kept)")
+    p.add_argument(
+        "--replot", type=Path, help="print the tables and redraw the PNG of a recorded JSON"
+    )
     return p
+
+
+def replot(path: Path) -> int:
+    doc = json.loads(path.read_text())
+    results = [runner.RunResult.from_json(r) for r in doc["results"]]
+    print(f"{doc['command']}  ({doc['started_at']}, load {doc['load_average']})\n")
+    print(report.table(results))
+    print()
+    print(report.ratio_text(results))
+    report.plot(results, path.with_suffix(".png"))
+    print(f"\ndrew {path.with_suffix('.png')}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.replot:
+        return replot(args.replot)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Creating nodes from 16 threads overflows the client's pool of 10: harmless, noisy.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

@@ -104,6 +104,18 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        """Back from ``to_json`` (to re-render a recorded run's table and plot)."""
+        fields = dict(data)
+        fields["throughput"] = measure.Throughput(**fields["throughput"])
+        fields["latency"] = measure.Latency(**fields["latency"])
+        if fields.get("watch_lag"):
+            fields["watch_lag"] = measure.Latency(**fields["watch_lag"])
+        fields["curve"] = [tuple(p) for p in fields["curve"]]
+        fields["load_average"] = tuple(fields["load_average"])
+        return cls(**fields)
+
     @property
     def server_average(self) -> float:
         """Mean binds per second by the server's stamps, the partial first and last seconds
