@@ -10,7 +10,10 @@ reports (``report_unschedulable``); ``services.binder.main`` starts the pool and
   on another node -> CONFLICT, gone / re-created (other uid) / being deleted -> POD_GONE;
 * 404 -> POD_GONE; other 4xx -> FAILED with the API's message;
 * 5xx, 429 (Retry-After honoured) and network errors are retried with exponential backoff
-  and full jitter until ``max_attempts`` or the deadline -> DEADLINE_EXCEEDED.
+  and full jitter until ``max_attempts`` or the deadline -> DEADLINE_EXCEEDED. If an
+  attempt may have bound the pod unheard (no answer, a 5xx, a 409 the pod could not be
+  read after), the pod is read first (``_settle``): a failure is only reported once known,
+  or late, after the scheduler's own deadline, when it cannot be read.
 
 Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued or
 binding) are re-reported as IN_PROGRESS every couple of seconds (``in_progress``, sent by
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import logging
 import random
@@ -67,6 +71,9 @@ IN_PROGRESS_AFTER = 1.0
 SHUTTING_DOWN = "binder shutting down"
 #: Longest single API request; shorter when the deadline is nearer.
 MAX_REQUEST_TIMEOUT = 10.0
+#: After an attempt whose effect is unknown, how long past the deadline the pod is read
+#: before a failure is reported anyway (longer than the scheduler's margin past ours).
+UNSURE_SETTLE_SECONDS = 30.0
 #: events.k8s.io/v1 limits ``note`` to 1 KiB.
 EVENT_NOTE_LIMIT = 1024
 #: How many finished decisions are remembered for idempotent re-submission.
@@ -516,16 +523,18 @@ class BindingPool:
         attempts = 0
         last_status = 0
         last_error = ""
+        unsure = False  # an attempt may have bound the pod without our hearing it
         while True:
             remaining = job.deadline - self._clock()
             if remaining <= 0:
-                return BindResult(
+                gave_up = BindResult(
                     DEADLINE_EXCEEDED,
                     f"deadline exceeded after {attempts} attempts"
                     + (f"; last error: {last_error}" if last_error else ""),
                     attempts,
                     last_status,
                 )
+                return await self._settle(job, gave_up) if unsure else gave_up
             attempts += 1
             call.attempt()
             retry_after: float | None = None
@@ -540,6 +549,7 @@ class BindingPool:
                 last_status = 0
                 last_error = f"network error: {type(exc).__name__}: {exc}".rstrip(": ")
                 call.error(type(exc).__name__, last_error)
+                unsure = True  # the request may have reached the API server
             else:
                 code = response.status
                 self._metrics.binding_attempts.labels(code=str(code)).inc()
@@ -555,18 +565,21 @@ class BindingPool:
                     if resolved is not None:
                         return BindResult(resolved[0], resolved[1], attempts, code)
                     last_error = f"HTTP 409: {response.message}"
+                    unsure = True  # bound somewhere, and the pod could not be read
                 elif code == 429 or code >= 500:
                     retry_after = response.retry_after
                     last_error = f"HTTP {code}: {response.message}"
+                    unsure = unsure or code >= 500  # a 5xx may come after the write
                 else:
                     return BindResult(FAILED, f"HTTP {code}: {response.message}", attempts, code)
             if attempts >= job.max_attempts:
-                return BindResult(
+                gave_up = BindResult(
                     DEADLINE_EXCEEDED,
                     f"gave up after {attempts} attempts; last error: {last_error}",
                     attempts,
                     last_status,
                 )
+                return await self._settle(job, gave_up) if unsure else gave_up
             delay = (
                 retry_after
                 if retry_after is not None
@@ -575,17 +588,65 @@ class BindingPool:
                 )
             )
             if self._clock() + delay >= job.deadline:
-                return BindResult(
+                gave_up = BindResult(
                     DEADLINE_EXCEEDED,
                     f"deadline exceeded after {attempts} attempts (next retry in {delay:.2f}s); "
                     f"last error: {last_error}",
                     attempts,
                     last_status,
                 )
+                return await self._settle(job, gave_up) if unsure else gave_up
             log.info("binding %s/%s to %s: %s; attempt %d in %.2fs", job.namespace, job.name,
                      job.node, last_error, attempts + 1, delay)  # fmt: skip
             call.retry_in(delay)
             await self._sleep(delay)
+
+    async def _settle(self, job: BindJob, gave_up: BindResult) -> BindResult:
+        """Giving up after an attempt whose effect is unknown (no answer, a 5xx, a 409 the
+        pod could not be read after): a Binding may have landed unheard, and a failure
+        reported now would let the scheduler give the pod's room to another pod while the
+        pod is using it. So read the pod, retrying for up to ``UNSURE_SETTLE_SECONDS``
+        past the deadline: on the target node -> BOUND, on another -> CONFLICT, gone or
+        re-created -> POD_GONE, still unbound -> ``gave_up`` (now known to be true). When
+        it never answers, ``gave_up`` goes out late: by then the scheduler's own bind
+        deadline has passed and its watch decided."""
+        until = job.deadline + UNSURE_SETTLE_SECONDS
+        tries = 0
+        while True:
+            tries += 1
+            budget = max(0.5, min(MAX_REQUEST_TIMEOUT, until - self._clock()))
+            try:
+                got = await self._kube.get_pod(namespace=job.namespace, name=job.name,
+                                               budget=budget)  # fmt: skip
+            except NETWORK_ERRORS:
+                got = None
+            if got is not None and got.status == 404:
+                return BindResult(POD_GONE, "pod deleted", gave_up.attempts, 404)
+            if got is not None and got.status == 200 and isinstance(got.body, dict):
+                meta = got.body.get("metadata") or {}
+                bound_to = str((got.body.get("spec") or {}).get("nodeName") or "")
+                uid = str(meta.get("uid") or "")
+                n, status = gave_up.attempts, gave_up.last_http_status
+                if job.uid and uid and uid != job.uid:
+                    message = f"pod was re-created (uid {uid}, the decision was for {job.uid})"
+                    return BindResult(POD_GONE, message, n, status)
+                if bound_to == job.node:
+                    message = f"bound to {bound_to} by an attempt whose answer was lost"
+                    return BindResult(BOUND, message, n, status)
+                if bound_to:
+                    return BindResult(CONFLICT, f"pod is bound to node {bound_to}", n, status)
+                if meta.get("deletionTimestamp"):
+                    return BindResult(POD_GONE, "pod is being deleted", n, status)
+                return gave_up
+            if self._clock() >= until:
+                message = (
+                    f"{gave_up.message}; whether the pod is bound is unknown (it could not be "
+                    f"read for {UNSURE_SETTLE_SECONDS:.0f}s after the deadline)"
+                )
+                return dataclasses.replace(gave_up, message=message)
+            await self._sleep(
+                backoff_delay(tries, base=self._backoff_base, cap=self._backoff_cap, rng=self._rng)
+            )
 
     async def _resolve_conflict(
         self, job: BindJob, response: HttpResult, *, budget: float

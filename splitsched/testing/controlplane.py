@@ -465,6 +465,38 @@ class ControlPlane:
             deadline=deadline,
         )
 
+    def restart_apiserver(self, *, graceful: bool = True, timeout: float = 120.0) -> None:
+        """Stop kube-apiserver (SIGTERM, or SIGKILL when not ``graceful``) and start it again
+        on the same port with the same etcd and certificates; returns once ``/readyz`` is
+        ok. For the fault tests: open connections and watches break, resourceVersions stay
+        valid, no object is lost."""
+        state = self.load_state()
+        if state is None:
+            raise ControlPlaneError(f"no control plane state in {self.state_dir}; run up() first")
+        pid = self._running_pid("kube-apiserver")
+        if pid is not None:
+            if not graceful:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self._stop(pid, timeout=timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._start_apiserver(state, deadline=deadline)
+                return
+            except ControlPlaneError as exc:
+                # While the port was free another socket on this machine may have taken it
+                # (seen once on a busy machine); such sockets are usually short-lived.
+                if "address already in use" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                print(
+                    f"controlplane: port {state.apiserver_port} is taken; retrying "
+                    "kube-apiserver in 1s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                time.sleep(1.0)
+
     def _start_kwok(self, state: ControlPlaneState, *, deadline: float) -> None:
         config = self.state_dir / "kwok.yaml"
         texts = [p.read_text() for p in sorted(kwok_stages_dir().glob("*.yaml"))]
