@@ -8,7 +8,7 @@ watches work through it. Tests change the rules at runtime (``add_rule``, ``clea
 while the services run:
 
 * ``LATENCY``: delay the request ``seconds`` before forwarding it (added to other faults);
-* ``ERROR``: answer ``status`` (a 5xx) with a Kubernetes Status body, without forwarding;
+* ``ERROR``: answer ``status`` (a 5xx; or 410 Gone on a watch) with a Status body, unforwarded;
 * ``THROTTLE``: answer 429 with ``Retry-After: seconds``, without forwarding;
 * ``RESET``: close the client's connection with a TCP reset, without forwarding;
 * ``LOSE_RESPONSE``: forward, read the real answer, then reset the client's connection
@@ -448,9 +448,13 @@ class FaultProxy:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
             )
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            # The API server is down: the client sees what it would see, a broken connection.
-            self._record(Exchange(time.time(), method, path, None, None, False, delay))
-            del exc
+            # The API server is down or died mid-request: the client sees what it would
+            # see, a broken connection. A request that got through the connect may have
+            # been committed without an answer.
+            sent = not isinstance(exc, aiohttp.ClientConnectorError)
+            self._record(
+                Exchange(time.time(), method, path, None, None, False, delay, forwarded=sent)
+            )
             _reset(request)
             return web.Response(status=502)
         try:
@@ -480,8 +484,8 @@ class FaultProxy:
             with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
                 if not streaming:
                     await upstream.read()
-            self._record(Exchange(time.time(), method, path, status, Fault.LOSE_RESPONSE, False,
-                                  delay))  # fmt: skip
+            lost = Exchange(time.time(), method, path, status, Fault.LOSE_RESPONSE, False, delay)
+            self._record(lost)
             _reset(request)
             return web.Response(status=500)  # never sent
         if not streaming:
