@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import logging
-import ssl
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -23,58 +21,15 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
+# Where the API server is and how to authenticate: shared with the scheduler's Lease client.
+from splitsched.runtime.kubeclient import KubeEndpoint as KubeEndpoint
+from splitsched.runtime.kubeclient import load_endpoint as load_endpoint
+from splitsched.runtime.kubeclient import ssl_context
+
 log = logging.getLogger(__name__)
 
 #: Per-request timeout when the caller gives none (seconds).
 DEFAULT_REQUEST_TIMEOUT = 10.0
-
-
-@dataclass(frozen=True)
-class KubeEndpoint:
-    """Where the API server is and how to authenticate to it."""
-
-    host: str
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    verify_ssl: bool = True
-    #: Returns the ``Authorization`` header value (``Bearer ...``) or ``None``; called per
-    #: request so rotated in-cluster tokens are picked up.
-    auth_header: Callable[[], str | None] | None = None
-
-
-def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
-    """Read a kubeconfig file (or the in-cluster config when ``kubeconfig`` is None)."""
-    from kubernetes import client as kclient
-    from kubernetes import config as kconfig
-
-    conf = kclient.Configuration()
-    if kubeconfig:
-        kconfig.load_kube_config(
-            config_file=kubeconfig, client_configuration=conf, persist_config=False
-        )
-    else:
-        kconfig.load_incluster_config(client_configuration=conf)
-
-    def auth_header() -> str | None:
-        # auth_settings() runs the client's token refresh hook (rotated in-cluster tokens,
-        # exec plugins) and knows its key name ("BearerToken" or "authorization").
-        for setting in conf.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("key", "").lower() == "authorization":
-                value = setting.get("value")
-                if value:
-                    return str(value)
-        return None
-
-    has_token = bool(conf.api_key) or conf.refresh_api_key_hook is not None
-    return KubeEndpoint(
-        host=str(conf.host).rstrip("/"),
-        ca_file=conf.ssl_ca_cert or None,
-        cert_file=conf.cert_file or None,
-        key_file=conf.key_file or None,
-        verify_ssl=bool(conf.verify_ssl),
-        auth_header=auth_header if has_token else None,
-    )
 
 
 @dataclass(frozen=True)
@@ -134,18 +89,6 @@ class RateLimiter:
                 await asyncio.sleep((1.0 - self._tokens) / self._qps)
 
 
-def _ssl_context(endpoint: KubeEndpoint) -> ssl.SSLContext | bool:
-    if not endpoint.host.startswith("https"):
-        return False
-    ctx = ssl.create_default_context(cafile=endpoint.ca_file)
-    if not endpoint.verify_ssl:
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-    if endpoint.cert_file and endpoint.key_file:
-        ctx.load_cert_chain(endpoint.cert_file, endpoint.key_file)
-    return ctx
-
-
 class KubeClient:
     """The few API calls the binder makes, on one shared aiohttp session.
 
@@ -170,7 +113,7 @@ class KubeClient:
         """Open the connection pool (must run inside the event loop)."""
         if self._session is None:
             connector = aiohttp.TCPConnector(
-                ssl=_ssl_context(self.endpoint),
+                ssl=ssl_context(self.endpoint),
                 limit=self._max_connections,
                 keepalive_timeout=60.0,
             )

@@ -1,10 +1,10 @@
 """A minimal raw-JSON Kubernetes API client: where the API server is, how to authenticate
 to it (a kubeconfig or the in-cluster config), and one aiohttp session to call it.
 
-Called by `services.scheduler.leader` (the Lease, the scheduler's only API access). The
-official python client is used only to *read* the configuration (TLS files, bearer token
-or client certificate, host), the way `services.binder.kubeapi` does it: its model classes
-cost far more than the few JSON fields we need.
+Called by `services.scheduler.leader` (the Lease, the scheduler's only API access) and
+`services.binder.kubeapi` (its endpoint and TLS). The official python client is used only
+to *read* the configuration (TLS files, bearer token or client certificate, host): its
+model classes cost far more than the few JSON fields we need.
 """
 
 from __future__ import annotations
