@@ -30,7 +30,7 @@ def py_spy() -> str | None:
 class Profilers:
     """py-spy recorders attached to a set of PIDs; ``stop()`` writes and summarises them."""
 
-    def __init__(self, out_dir: Path, *, tag: str, rate: int = 67) -> None:
+    def __init__(self, out_dir: Path, *, tag: str, rate: int = 200) -> None:
         self.out_dir = out_dir
         self.tag = tag
         self.rate = rate
