@@ -165,6 +165,7 @@ class Stack:
         argv = [
             sys.executable,
             "-m",
+            "splitsched.testing.orphanguard",  # dies with us; see that module for why
             module,
             "--listen",
             f"127.0.0.1:{grpc_port}",
@@ -183,7 +184,6 @@ class Stack:
             stderr=subprocess.STDOUT,
             env=env,
             cwd=controlplane.REPO_ROOT,
-            preexec_fn=controlplane._die_with_parent,
         )
         log.close()
         self.services.append(svc)

@@ -212,13 +212,13 @@ def process(
     """One service process on free ports (or gRPC on `grpc_port`), terminated (then
     killed) on exit."""
     grpc_port, http_port = grpc_port or controlplane.free_port(), controlplane.free_port()
-    argv = [sys.executable, "-m", module, "--listen", f"127.0.0.1:{grpc_port}",
-            "--http-listen", f"127.0.0.1:{http_port}", *args]  # fmt: skip
+    argv = [sys.executable, "-m", "splitsched.testing.orphanguard", module,
+            "--listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
+            *args]  # fmt: skip
     svc = stack.Service(name, argv, workdir / f"{name}.log", grpc_port, http_port)
     with svc.log_path.open("ab") as log:
         svc.proc = subprocess.Popen(
             argv, stdout=log, stderr=subprocess.STDOUT, cwd=controlplane.REPO_ROOT,
-            preexec_fn=controlplane._die_with_parent,
         )  # fmt: skip
     try:
         kube.wait_for(
