@@ -146,6 +146,7 @@ class Converter:
         if pod.deleting:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
+        fingerprint = _fingerprint(msg)
         carrier = None
         if not pod.node_name and not pod.deleting and tracing.enabled():
             carrier = _observe_pending(pod, now)
@@ -157,6 +158,7 @@ class Converter:
             body=ring.encode_body(msg, observed_at=now, trace_context=carrier),
             scheduler_name=pod.scheduler_name,
             assigned=bool(pod.node_name),
+            fingerprint=fingerprint,
         )
 
     def node(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
@@ -165,12 +167,14 @@ class Converter:
         except ConversionError as e:
             log.error("skipping node that cannot be read: %s", e)
             return None
+        msg = wire.node_to_proto(node)
         return ring.Entry(
             kind=ring.NODE,
             key=node.name,
             uid=node.uid,
             resource_version=node.resource_version,
-            body=ring.encode_body(wire.node_to_proto(node), observed_at=now),
+            body=ring.encode_body(msg, observed_at=now),
+            fingerprint=_fingerprint(msg),
         )
 
     def pdb(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
@@ -186,6 +190,23 @@ class Converter:
             resource_version=msg.resource_version,
             body=ring.encode_body(msg, observed_at=now),
         )
+
+
+def _fingerprint(msg: types_pb2.Pod | types_pb2.Node) -> bytes:
+    """The object's bytes without its resourceVersion and, for a pod, its phase (terminal
+    pods leave the view, so the phase only tells Pending from Running). After a bind, the
+    pod updates that follow (kwok or the kubelet starting it) change nothing else a
+    scheduler reads: with this they cost the watcher one serialisation and the scheduler
+    nothing."""
+    version, msg.resource_version = msg.resource_version, ""
+    phase = ""
+    if isinstance(msg, types_pb2.Pod):
+        phase, msg.phase = msg.phase, ""
+    data = msg.SerializeToString(deterministic=True)
+    msg.resource_version = version
+    if isinstance(msg, types_pb2.Pod):
+        msg.phase = phase
+    return data
 
 
 def _observe_pending(pod: models.Pod, now: float) -> dict[str, str]:
@@ -259,6 +280,12 @@ class Metrics:
             "splitsched_watcher_events",
             "Deltas emitted to subscribers, by resource and type",
             ["resource", "type"],
+            registry=registry,
+        )
+        self.absorbed = Counter(
+            "splitsched_watcher_absorbed_updates",
+            "Updates taken into the view without a delta: only status a scheduler ignores changed",
+            ["resource"],
             registry=registry,
         )
         self.relists = Counter(
@@ -457,7 +484,10 @@ class Reflector:
                 # Terminal, filtered out or unreadable: it leaves the view.
                 result = self.hub.delete(kind, self._key(meta))
             else:
+                absorbed = self.hub.absorbed
                 result = self.hub.upsert(entry)
+                if self.hub.absorbed != absorbed:
+                    self.metrics.absorbed.labels(self.resource.name).inc()
         else:
             log.warning("%s: unknown watch event type %r", self.resource.name, type_)
             return

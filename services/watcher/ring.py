@@ -111,6 +111,10 @@ class Entry:
     body: bytes
     scheduler_name: str | None = None  # None for nodes and PDBs
     assigned: bool = True
+    # What a scheduler can see of the object, minus resourceVersion and a pod's non-terminal
+    # phase: two versions with equal fingerprints differ only in status a scheduler ignores
+    # (a pod going Running, a node heartbeat), so the second is not sent (see `upsert`).
+    fingerprint: bytes = b""
 
     def visible_to(self, names: frozenset[str]) -> bool:
         return (
@@ -145,6 +149,7 @@ class ClusterHub:
         self._new = asyncio.Event()
         self._synced = asyncio.Event()
         self.subscribers = 0
+        self.absorbed = 0  # updates taken into the view without an event (equal fingerprint)
 
     # ---- state ----------------------------------------------------------------------
 
@@ -195,7 +200,8 @@ class ClusterHub:
 
     def upsert(self, entry: Entry) -> int | None:
         """Add or replace an object; returns the delta type emitted (None when the view
-        already holds this resourceVersion)."""
+        already holds this resourceVersion, or when only ignored status changed: the view
+        takes the new version silently, so a relist later does not see a difference)."""
         k = (entry.kind, entry.key)
         old = self._view.get(k)
         if old is not None and old.uid != entry.uid and old.uid and entry.uid:
@@ -209,6 +215,9 @@ class ClusterHub:
         ):
             return None
         self._view[k] = entry
+        if old is not None and entry.fingerprint and old.fingerprint == entry.fingerprint:
+            self.absorbed += 1
+            return None
         if old is None:
             return self._append(ADDED, entry, was_assigned=True)
         return self._append(MODIFIED, entry, was_assigned=old.assigned)

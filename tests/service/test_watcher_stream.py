@@ -518,3 +518,47 @@ def test_reflector_lists_watches_rewatches_and_relists_on_gone() -> None:
             await runner.cleanup()
 
     asyncio.run(main())
+
+
+NOON = "2024-01-01T12:00:00Z"
+
+
+def test_status_only_updates_are_absorbed_not_sent() -> None:
+    """A bound pod going Running (new resourceVersion, phase, podIP, conditions) is no news
+    to a scheduler: the view takes it silently. Anything a scheduler reads still goes out."""
+    conv = listwatch.Converter()
+    hub = ring.ClusterHub(ring_size=100)
+
+    def version(rv: str, *, phase: str = "Pending", **meta: Any) -> ring.Entry:
+        obj = _pod_json("p", nodeName="n1")
+        obj["metadata"].update(resourceVersion=rv, **meta)
+        ready = {"type": "Ready", "status": str(phase == "Running")}
+        obj["status"] = {"phase": phase, "podIP": f"10.0.0.{rv}", "conditions": [ready]}
+        entry = conv.pod(obj, NOW)
+        assert entry is not None
+        return entry
+
+    assert hub.upsert(version("1")) == ring.ADDED
+    running = version("2", phase="Running")
+    assert hub.upsert(running) is None
+    assert hub.absorbed == 1
+    assert hub.get(ring.POD, "ns/p") is running  # the view holds the newest version
+    assert hub.upsert(version("3", phase="Running", labels={"app": "web"})) == ring.MODIFIED
+    deleting = version("4", phase="Running", labels={"app": "web"}, deletionTimestamp=NOON)
+    assert hub.upsert(deleting) == ring.MODIFIED
+    # A relist that finds the absorbed version emits nothing for it.
+    assert hub.replace(ring.POD, [hub.get(ring.POD, "ns/p")]) == {}  # type: ignore[list-item]
+    # Nodes: a heartbeat-only update is absorbed too, a new taint is not.
+    node: dict[str, Any] = {"metadata": {"name": "n1", "uid": "un1", "resourceVersion": "5"},
+            "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}}  # fmt: skip
+    first = conv.node(node, NOW)
+    assert first is not None and hub.upsert(first) == ring.ADDED
+    node["metadata"]["resourceVersion"] = "6"
+    node["status"]["conditions"] = [{"type": "Ready", "status": "True",
+                                     "lastHeartbeatTime": "2024-01-01T00:00:10Z"}]  # fmt: skip
+    beat = conv.node(node, NOW)
+    assert beat is not None and hub.upsert(beat) is None
+    node["metadata"]["resourceVersion"] = "7"
+    node["spec"] = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
+    tainted = conv.node(node, NOW)
+    assert tainted is not None and hub.upsert(tainted) == ring.MODIFIED
