@@ -99,7 +99,10 @@ class BindingOutcome(_message.Message):
         scheduler that took over (leader election) or restarted learns what its
         predecessor left in flight: it adopts a decision it does not know for a pod it
         sees pending (counts the pod on that node) and ignores one it knows. The final
-        outcome follows as usual.
+        outcome follows as usual. A binder shut down while a Binding request may have
+        reached the API server reports IN_PROGRESS too (message says so): the bind may
+        still land, so the scheduler keeps the room until the watch or its bind deadline
+        resolves the decision.
         """
 
     class Result(_Result, metaclass=_ResultEnumTypeWrapper): ...
@@ -120,7 +123,10 @@ class BindingOutcome(_message.Message):
     scheduler that took over (leader election) or restarted learns what its
     predecessor left in flight: it adopts a decision it does not know for a pod it
     sees pending (counts the pod on that node) and ignores one it knows. The final
-    outcome follows as usual.
+    outcome follows as usual. A binder shut down while a Binding request may have
+    reached the API server reports IN_PROGRESS too (message says so): the bind may
+    still land, so the scheduler keeps the room until the watch or its bind deadline
+    resolves the decision.
     """
 
     @_typing.final
@@ -153,6 +159,8 @@ class BindingOutcome(_message.Message):
     BINDER_ID_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     FINISHED_AT_FIELD_NUMBER: _builtins.int
+    PREEMPTION_FIELD_NUMBER: _builtins.int
+    VICTIMS_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """BindRequest.decision_id"""
     node: _builtins.str
@@ -164,6 +172,12 @@ class BindingOutcome(_message.Message):
     last_http_status: _builtins.int
     """of the last Binding API call (0 if none answered)"""
     binder_id: _builtins.str
+    preemption: _builtins.bool
+    """Set on the outcomes of a Binder.Preempt decision (pod = the preemptor, node = the
+    nominated node), IN_PROGRESS re-reports included, with the victims it evicts: a
+    scheduler that took over adopts a preemption in flight as a room held on that node
+    (the preemptor bound there once the victims are gone), never as a binding.
+    """
     @_builtins.property
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property
@@ -172,6 +186,8 @@ class BindingOutcome(_message.Message):
 
     @_builtins.property
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def victims(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]: ...
     def __init__(
         self,
         *,
@@ -185,10 +201,12 @@ class BindingOutcome(_message.Message):
         binder_id: _builtins.str = ...,
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         finished_at: _timestamp_pb2.Timestamp | None = ...,
+        preemption: _builtins.bool = ...,
+        victims: _abc.Iterable[_types_pb2.PodRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "result", b"result", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "preemption", b"preemption", "result", b"result", "trace_context", b"trace_context", "victims", b"victims"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
