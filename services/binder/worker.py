@@ -18,8 +18,12 @@ reports (``report_unschedulable``); ``services.binder.main`` starts the pool and
 Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued or
 binding) are re-reported as IN_PROGRESS every couple of seconds (``in_progress``, sent by
 the reporter), so a scheduler that took over or restarted adopts them instead of giving
-their room to other pods. Preemptions are not: they bind nothing, and a new leader
-simply schedules their preemptor again.
+their room to other pods. Preemptions in flight are too (``preemption`` set, with their
+victims): a new leader holds the room their evictions free for the preemptor.
+
+``shutdown`` fails the decisions it never started; one still running after the grace whose
+Binding (or evictions) may have reached the API server is reported IN_PROGRESS instead of
+FAILED, so the scheduler keeps its room until the watch or its deadline decides.
 
 Preemptions (``submit_preemption``, kube-scheduler's DefaultPreemption "prepareCandidate"
 step) run as their own tasks, not through the queue: merge-PATCH the preemptor's
@@ -294,6 +298,9 @@ class BindingPool:
         self._active: dict[str, BindJob] = {}
         #: Being bound right now, by decision id.
         self._running: dict[str, BindJob] = {}
+        #: Decisions (bindings and preemptions) whose first write to the API server was
+        #: sent: interrupted, their effect is unknown.
+        self._written: set[str] = set()
         self._finished: OrderedDict[str, scheduler_pb2.BindingOutcome] = OrderedDict()
         self._tasks: list[asyncio.Task[None]] = []
         self._side_tasks: set[asyncio.Task[None]] = set()
@@ -322,7 +329,7 @@ class BindingPool:
         """IN_PROGRESS reports for the decisions accepted at least ``IN_PROGRESS_AFTER``
         seconds ago and not finished (queued or binding)."""
         cutoff = time.monotonic() - IN_PROGRESS_AFTER
-        return [
+        bindings = [
             scheduler_pb2.BindingOutcome(
                 decision_id=job.decision_id,
                 pod=types_pb2.PodRef(namespace=job.namespace, name=job.name, uid=job.uid),
@@ -334,6 +341,32 @@ class BindingPool:
             for job in list(self._active.values())
             if job.accepted_at <= cutoff
         ]
+        preemptions = [
+            self._preemption_outcome(job, IN_PROGRESS, "preemption in flight")
+            for job in list(self._preemptions.values())
+            if job.accepted_at <= cutoff
+        ]
+        return bindings + preemptions
+
+    def _preemption_outcome(
+        self, job: PreemptJob, result: int, message: str
+    ) -> scheduler_pb2.BindingOutcome:
+        """A preemption's outcome: pod = the preemptor, node = the nominated node, and
+        the victims, so a scheduler that did not make it can hold its room."""
+        pod = job.preemptor
+        return scheduler_pb2.BindingOutcome(
+            decision_id=job.decision_id,
+            pod=types_pb2.PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid),
+            node=job.node,
+            result=result,  # type: ignore[arg-type]
+            message=message,
+            binder_id=self.binder_id,
+            trace_context=dict(job.trace_context),
+            preemption=True,
+            victims=[
+                types_pb2.PodRef(namespace=v.namespace, name=v.name, uid=v.uid) for v in job.victims
+            ],
+        )
 
     async def shutdown(self, grace: float) -> None:
         """Refuse new work, fail queued decisions at once, give running ones ``grace``."""
@@ -361,13 +394,26 @@ class BindingPool:
             *self._tasks, *self._side_tasks, *preempt_tasks, return_exceptions=True
         )
         self._tasks = []
+        unknown = (
+            f"{SHUTTING_DOWN}: interrupted after {grace:.0f}s grace with a request to the API "
+            "server in flight; whether it landed is unknown (the watch decides)"
+        )
         for preemption in list(self._preemptions.values()):
+            if preemption.decision_id in self._written:  # evictions may have been sent
+                await self._finish_preemption(
+                    preemption, IN_PROGRESS, unknown, attempts=0, status=0
+                )
+                continue
             message = f"{SHUTTING_DOWN} (preemption interrupted after {grace:.0f}s grace)"
             await self._finish_preemption(preemption, FAILED, message, attempts=0, status=0)
         for job in interrupted:
-            if job.decision_id in self._active:
-                message = f"{SHUTTING_DOWN} (binding interrupted after {grace:.0f}s grace)"
-                await self._finish(job, BindResult(FAILED, message, 0, 0), event=False)
+            if job.decision_id not in self._active:
+                continue
+            if job.decision_id in self._written:  # the Binding may still land
+                await self._finish(job, BindResult(IN_PROGRESS, unknown, 0, 0), event=False)
+                continue
+            message = f"{SHUTTING_DOWN} (binding interrupted after {grace:.0f}s grace)"
+            await self._finish(job, BindResult(FAILED, message, 0, 0), event=False)
 
     # -- intake ----------------------------------------------------------------------------
 
@@ -511,6 +557,7 @@ class BindingPool:
         finally:
             self._active.pop(job.decision_id, None)
             self._running.pop(job.decision_id, None)
+            self._written.discard(job.decision_id)
             self._metrics.inflight.set(len(self._active))
             if not self._active:
                 self._idle.set()
@@ -539,6 +586,7 @@ class BindingPool:
             call.attempt()
             retry_after: float | None = None
             budget = min(MAX_REQUEST_TIMEOUT, remaining)
+            self._written.add(job.decision_id)
             try:
                 response = await self._kube.bind(
                     namespace=job.namespace, name=job.name, uid=job.uid, node=job.node,
@@ -697,21 +745,9 @@ class BindingPool:
     ) -> None:
         if self._preemptions.pop(job.decision_id, None) is None:
             return  # already reported
-        outcome = scheduler_pb2.BindingOutcome(
-            decision_id=job.decision_id,
-            pod=types_pb2.PodRef(
-                namespace=job.preemptor.namespace,
-                name=job.preemptor.name,
-                uid=job.preemptor.uid,
-            ),
-            node=job.node,
-            result=result,  # type: ignore[arg-type]
-            message=message,
-            attempts=attempts,
-            last_http_status=status,
-            binder_id=self.binder_id,
-            trace_context=dict(job.trace_context),
-        )
+        self._written.discard(job.decision_id)
+        outcome = self._preemption_outcome(job, result, message)
+        outcome.attempts, outcome.last_http_status = attempts, status
         outcome.finished_at.FromNanoseconds(int(self._clock() * 1e9))
         self._metrics.preemptions.labels(result=Result.Name(result)).inc()  # type: ignore[arg-type]
         self._finished[job.decision_id] = outcome
@@ -737,6 +773,7 @@ class BindingPool:
                 stop.set()  # like kube-scheduler: the first error cancels the rest
             return done
 
+        self._written.add(job.decision_id)  # from here on, victims may be evicted
         evictions = await asyncio.gather(*(evict(v) for v in job.victims))
         attempts += sum(e.attempts for e in evictions)
         evicted = [e.victim for e in evictions if e.state == "evicted"]

@@ -15,8 +15,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 from aiohttp import web
 
+from services.binder import worker
 from services.binder.server import MAX_VICTIMS
 from services.binder.worker import EVICTION_CONCURRENCY
 from splitsched.v1 import binder_pb2, types_pb2
@@ -183,6 +185,14 @@ async def accept(h: Harness, request: binder_pb2.PreemptRequest) -> None:
 
 def metric(h: Harness, name: str, **labels: str) -> float:
     return h.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def shutdown_reports(h: Harness, decision_id: str) -> list[Outcome]:
+    return [
+        o
+        for o in h.scheduler.for_decision(decision_id)
+        if o.message.startswith("binder shutting down")
+    ]
 
 
 def preempted_events(kube: PreemptKube) -> list[dict[str, Any]]:
@@ -519,20 +529,67 @@ def test_same_decision_id_is_accepted_once_and_never_evicts_twice() -> None:
 
 
 def test_shutdown_interrupts_preemptions_and_refuses_new_ones() -> None:
+    """Evictions sent but unanswered: IN_PROGRESS (they may still free the room, which the
+    scheduler keeps for the preemptor), with the victims. Interrupted before any eviction
+    (still nominating): FAILED, nothing was freed."""
+
     async def body() -> None:
         kube = PreemptKube()
         async with harness(kube=kube) as h:
             setup_pods(kube)
+            kube.pods[("ns", "high2")] = FakePod(uid="uid-high2")
             kube.evict_script[("ns", "v1")] = [Scripted(201, hold=asyncio.Event())]  # never
+            kube.patch_script[("ns", "high2")] = [Scripted(200, hold=asyncio.Event())]
             await accept(h, preempt_request("p1"))
+            await accept(h, preempt_request("p3", preemptor="high2", victims=()))
             await eventually(lambda: "v1" in kube.evicted_names())
+            await eventually(lambda: ("patch", "ns", "high2") in kube.writes)
             await h.pool.shutdown(0.2)
-            outcome = await h.outcome("p1")
-            assert outcome.result == Outcome.FAILED
-            assert outcome.message.startswith("binder shutting down")
+            # (The first report of p1 could be a routine IN_PROGRESS heartbeat.)
+            (outcome,) = await eventually(lambda: shutdown_reports(h, "p1"))
+            assert outcome.result == Outcome.IN_PROGRESS
+            assert outcome.preemption
+            assert sorted(v.name for v in outcome.victims) == ["v1", "v2"]
+            nominating = await h.outcome("p3")
+            assert nominating.result == Outcome.FAILED
+            assert nominating.message.startswith("binder shutting down")
             ack = await h.stub.Preempt(preempt_request("p2"))
             assert not ack.accepted
             assert ack.reason == "binder shutting down"
             assert len(h.scheduler.for_decision("p1")) == 1
+
+    run(body())
+
+
+def test_preemptions_in_flight_are_re_reported_in_progress_with_their_victims(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheduler that takes over learns of a preemption in flight (and its victims) from
+    the binder's IN_PROGRESS re-reports, like a binding in flight; a finished one is not
+    re-reported."""
+    monkeypatch.setattr(worker, "IN_PROGRESS_AFTER", 0.0)
+
+    async def body() -> None:
+        kube = PreemptKube()
+        async with harness(kube=kube) as h:
+            setup_pods(kube)
+            release = asyncio.Event()
+            kube.evict_script[("ns", "v2")] = [Scripted(201, hold=release)]
+            await accept(h, preempt_request("p1"))
+            await eventually(lambda: "v2" in kube.evicted_names())
+            (report,) = [o for o in h.pool.in_progress() if o.decision_id == "p1"]
+            assert report.result == Outcome.IN_PROGRESS
+            assert report.preemption
+            assert (report.pod.name, report.pod.uid, report.node) == ("high", "uid-high", "node-a")
+            assert sorted((v.name, v.uid) for v in report.victims) == [
+                ("v1", "uid-v1"),
+                ("v2", "uid-v2"),
+            ]
+            release.set()
+            (final,) = await eventually(
+                lambda: [o for o in h.scheduler.for_decision("p1") if o.result == Outcome.BOUND]
+            )
+            assert final.preemption and len(final.victims) == 2
+            assert not [o for o in h.pool.in_progress() if o.decision_id == "p1"]
 
     run(body())
