@@ -22,16 +22,17 @@ from collections.abc import Sequence
 
 from services.binder.kubeapi import KubeClient, load_endpoint
 from services.binder.metrics import BinderMetrics
-from services.binder.reporter import OutcomeReporter
+from services.binder.reporter import CHANNEL_OPTIONS, OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.worker import BindingPool
-from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
+from splitsched.runtime import config, grpcsrv, httpsrv, logs, security, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 log = logging.getLogger("splitsched.binder")
 
 ENV_PREFIX = "SPLITSCHED_BINDER"
-SERVICE_NAME = binder_pb2.DESCRIPTOR.services_by_name["Binder"].full_name
+SERVICE = binder_pb2.DESCRIPTOR.services_by_name["Binder"]
+SERVICE_NAME = SERVICE.full_name
 #: How often readiness re-checks the API server (seconds).
 PROBE_INTERVAL = 2.0
 
@@ -72,11 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=100_000,
         help="outcomes buffered for the scheduler before workers wait",
     )
+    # Every Binder RPC acts on the cluster: with --trusted-clients, only the scheduler's.
+    security.add_flags(parser, restricted=[m.name for m in SERVICE.methods])
     return parser
 
 
 async def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
+    sec = security.from_args(args, service=SERVICE)
     binder_id = args.binder_id or f"{socket.gethostname()}-{os.getpid()}"
     try:
         endpoint = load_endpoint(args.kubeconfig)
@@ -93,6 +97,9 @@ async def run(args: argparse.Namespace) -> int:
         binder_id=binder_id,
         metrics=metrics,
         max_buffer=args.max_report_buffer,
+        channel_factory=lambda target: grpcsrv.open_channel(
+            target, options=CHANNEL_OPTIONS, tls=sec.peer
+        ),
     )
     await reporter.start()
     pool = BindingPool(
@@ -110,6 +117,8 @@ async def run(args: argparse.Namespace) -> int:
         servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, BinderServicer(pool))],
         service_names=[SERVICE_NAME],
         max_connection_age_s=30.0,
+        tls=sec.server,
+        interceptors=sec.interceptors,
     )
     api_ready = False
 
@@ -177,6 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracing.setup("binder")
     try:
         return asyncio.run(run(args))
+    except config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     finally:

@@ -45,16 +45,20 @@ from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config, grpcsrv, httpsrv, kubeclient, logs, tracing
+from splitsched.runtime import config, grpcsrv, httpsrv, kubeclient, logs, security, tracing
 from splitsched.v1 import (
     binder_pb2,
     binder_pb2_grpc,
+    scheduler_pb2,
     scheduler_pb2_grpc,
     watcher_pb2,
     watcher_pb2_grpc,
 )
 
 log = logging.getLogger("splitsched.scheduler")
+SERVICE = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"]
+#: What `--trusted-clients` guards unless `--restrict-rpcs` says otherwise.
+RESTRICTED_RPCS = ("ReportBindingOutcome", "Simulate")
 
 _EVENT_KIND = {
     watcher_pb2.ClusterEvent.SNAPSHOT: "ADDED",
@@ -199,7 +203,10 @@ class SchedulerService:
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
         self.last_sequence = 0
-        self.binders_channel = grpcsrv.channel(args.binders, round_robin=True)
+        self.security = security.from_args(args, service=SERVICE)
+        self.binders_channel = grpcsrv.channel(
+            args.binders, round_robin=True, tls=self.security.peer
+        )
         self.binder = binder_pb2_grpc.BinderStub(self.binders_channel)
         self.inflight_sends: set[asyncio.Task[None]] = set()
         self.state.listeners.append(self._observe)
@@ -292,7 +299,7 @@ class SchedulerService:
     async def watch_loop(self) -> None:
         backoff = 0.2
         while not self.stopping.is_set():
-            channel = grpcsrv.channel(self.args.watcher)
+            channel = grpcsrv.channel(self.args.watcher, tls=self.security.peer)
             stub = watcher_pb2_grpc.WatcherStub(channel)
             try:
                 request = watcher_pb2.StreamClusterEventsRequest(
@@ -547,6 +554,8 @@ class SchedulerService:
             listen=self.args.listen,
             servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, api)],
             service_names=["splitsched.v1.Scheduler"],
+            tls=self.security.server,
+            interceptors=self.security.interceptors,
         )
         host, port = httpsrv.split_listen(self.args.http_listen)
         runner, http_port = await httpsrv.serve_http(
@@ -685,6 +694,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a rolling update waits for new pods to be ready, and a standby never leads while "
         "the old leader runs; binders then find the leader by gRPC health checking",
     )
+    security.add_flags(p, restricted=RESTRICTED_RPCS)
     return p
 
 
@@ -704,7 +714,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracing.setup("scheduler")
     try:
         return asyncio.run(_run(args))
-    except (profiles.ProfileError, OSError, leader.LeaderElectionError) as exc:
+    except (profiles.ProfileError, OSError, leader.LeaderElectionError, config.ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -21,10 +21,12 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Gauge
 
 from services.watcher import listwatch, ring, server
-from splitsched.runtime import config, grpcsrv, httpsrv, logs, tracing
+from splitsched.runtime import config, grpcsrv, httpsrv, logs, security, tracing
+from splitsched.v1 import watcher_pb2
 
 log = logging.getLogger("services.watcher")
 ENV_PREFIX = "SPLITSCHED_WATCHER"
+SERVICE = watcher_pb2.DESCRIPTOR.services_by_name["Watcher"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,10 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="stream pending pods only for these schedulerNames (assigned pods always)",
     )
     p.add_argument("--no-pdbs", action="store_true", help="do not list/watch PodDisruptionBudgets")
+    # Its one RPC streams the cluster's pods and nodes: only the scheduler needs it.
+    security.add_flags(p, restricted=[m.name for m in SERVICE.methods], peers=False)
     return p
 
 
 async def run(args: argparse.Namespace) -> int:
+    sec = security.from_args(args, service=SERVICE)
     registry = CollectorRegistry()
     hub = ring.ClusterHub(ring_size=args.ring_size)
     metrics = listwatch.Metrics(registry)
@@ -66,6 +71,8 @@ async def run(args: argparse.Namespace) -> int:
         listen=args.listen,
         servicers=[(service.add_to_server, service)],
         service_names=[server.SERVICE_NAME],
+        tls=sec.server,
+        interceptors=sec.interceptors,
     )
     http_host, http_port = httpsrv.split_listen(args.http_listen)
     tasks: list[asyncio.Task[None]] = []
@@ -139,6 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     tracing.setup("watcher")
     try:
         return asyncio.run(run(args))
+    except config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     finally:

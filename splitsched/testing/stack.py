@@ -10,6 +10,11 @@ With `schedulers=2` (or more) the schedulers run with leader election on a Lease
 `lease_namespace` (their kubeconfig has `SCHEDULER_RULES` only), the binders report to all
 of them (`ipv4:a,b`; their channel picks the SERVING one), and `start` waits until one of
 them leads; the standbys are never ready.
+
+With `tls=<dir>` every gRPC hop is mutual TLS: the dir holds `ca.crt` and
+`<component>.crt`/`.key` for watcher, scheduler and binder (common name
+`splitsched-<component>`; tests/support/certs.py writes them), and `TRUSTED_CLIENTS` says who
+may call each server's restricted RPCs.
 """
 
 from __future__ import annotations
@@ -47,6 +52,15 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 )
+
+
+# With `Stack(tls=...)`: the identities allowed to call each server's restricted RPCs (the
+# CLI's certificate is `splitsched-ops`).
+TRUSTED_CLIENTS = {
+    "watcher": "splitsched-scheduler",
+    "binder": "splitsched-scheduler",
+    "scheduler": "splitsched-binder,splitsched-ops",
+}
 
 
 # Leader election only (`--leader-elect`): the scheduler reads and writes its Lease and
@@ -159,6 +173,19 @@ class Stack:
     schedulers: int = 1
     scheduler_kubeconfig: Path | None = None
     lease_namespace: str = ""
+    # Mutual TLS everywhere from the certificates in this dir (see the module doc).
+    tls: Path | None = None
+
+    def _tls_args(self, component: str) -> list[str]:
+        if self.tls is None:
+            return []
+        ca = str(self.tls / "ca.crt")
+        crt, key = (str(self.tls / f"{component}.{ext}") for ext in ("crt", "key"))
+        argv = ["--tls-cert", crt, "--tls-key", key, "--tls-ca", ca, "--tls-client-auth"]
+        argv += ["--trusted-clients", TRUSTED_CLIENTS[component]]
+        if component != "watcher":  # the watcher dials no gRPC peer
+            argv += ["--peer-tls-ca", ca, "--peer-tls-cert", crt, "--peer-tls-key", key]
+        return argv
 
     def _service(self, name: str, module: str, args: Sequence[str]) -> Service:
         grpc_port, http_port = controlplane.free_port(), controlplane.free_port()
@@ -171,6 +198,7 @@ class Stack:
             f"127.0.0.1:{grpc_port}",
             "--http-listen",
             f"127.0.0.1:{http_port}",
+            *self._tls_args(name.partition("-")[0]),
             *args,
         ]
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
