@@ -326,6 +326,8 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 binder_id=outcome.binder_id or request.binder_id,
                 pod_uid=outcome.pod.uid,
                 node=outcome.node,
+                preemption=outcome.preemption,
+                victim_uids=[v.uid for v in outcome.victims],
             ):
                 accepted += 1
         self.on_change()

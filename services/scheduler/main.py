@@ -78,6 +78,18 @@ BINDER_PROBE_SECONDS = 2.0
 OUTCOME_KINDS = frozenset({"BOUND", "BIND_FAILED", "CONFLICT", "POD_GONE"})
 
 
+def _not_received(exc: grpc.aio.AioRpcError) -> bool:
+    """Whether a failed call to a binder certainly never reached it: no connection could be
+    made, or it does not serve the method. Anything else (a deadline, a connection lost
+    mid-call, a cancellation) may come after the binder took the decision."""
+    if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+        return True
+    details = (exc.details() or "").lower()
+    return exc.code() is grpc.StatusCode.UNAVAILABLE and (
+        "failed to connect to all addresses" in details or "connection refused" in details
+    )
+
+
 def _attempts_label(attempts: int) -> str:
     """kube-scheduler's `attempts` label, capped so a pod retried forever adds no series."""
     return str(attempts) if attempts < 10 else "10+"
@@ -476,11 +488,17 @@ class SchedulerService:
         try:
             response = await self.binder.BindBatch(request, timeout=10.0)
         except grpc.aio.AioRpcError as exc:
+            refused = _not_received(exc)
             log.warning(
-                "binders unreachable (%s): requeueing %d decisions", exc.code().name, len(decisions)
-            )
+                "BindBatch failed (%s): %s %d decisions", exc.code().name,
+                "requeueing" if refused else "holding until an outcome, the watch or the "
+                "deadline resolves", len(decisions),
+            )  # fmt: skip
             for d in decisions:
-                self.state.refused(d, f"binder unreachable: {exc.code().name}")
+                if refused:
+                    self.state.refused(d, f"binder unreachable: {exc.code().name}")
+                else:
+                    self.state.unsure(d, f"BindBatch {exc.code().name}")
                 if self.traces is not None:
                     self.traces.bind_sent(
                         d.pod.uid, d.decision_id, accepted=False, reason=exc.code().name
@@ -517,7 +535,10 @@ class SchedulerService:
         except grpc.aio.AioRpcError as exc:
             if self.traces is not None:
                 self.traces.bind_sent(uid, did, accepted=False, reason=exc.code().name)
-            self.state.refused(decision, f"binder unreachable: {exc.code().name}")
+            if _not_received(exc):
+                self.state.refused(decision, f"binder unreachable: {exc.code().name}")
+            else:
+                self.state.unsure(decision, f"Preempt {exc.code().name}")
             self.poke()
             return
         if self.traces is not None:

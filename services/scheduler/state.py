@@ -15,8 +15,15 @@ deadline has passed AND the watch still shows the pod unbound.
 After a failover or a restart, binders still carry the previous scheduler's decisions and
 re-report them as IN_PROGRESS every few seconds; one this scheduler does not know, for a
 pod it sees pending, is adopted (`adopt`): assumed on its node, so nothing else takes that
-room, and resolved like any other decision. The service waits a settle period after
-becoming active, before its first decision, so this happens first.
+room, and resolved like any other decision. A preemption in flight is adopted the same way,
+as a room held for its preemptor until the victims are gone. The service waits a settle
+period after becoming active, before its first decision, so this happens first.
+
+When the fate of a decision cannot be known (the BindBatch or Preempt call failed after the
+binder may have taken it, `unsure`; a binder shut down mid-Binding reports IN_PROGRESS),
+the decision stays in flight, its room assumed, until an outcome, the watch, or the deadline
+with the watch resolves it: never a guess that frees room a late bind uses. A pending pod
+carrying `status.nominatedNodeName` (an earlier leader's preemption) tries that node first.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import enum
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from splitsched.core import algorithm, framework, models
@@ -97,6 +104,8 @@ class Decision:
     trace_context: Mapping[str, str] = field(default_factory=dict)
     # A preemption (not a binding): evict these, then bind the pod on `node`.
     victims: tuple[models.Pod, ...] = ()
+    # Made by a predecessor and adopted from a binder's report (`adopt`).
+    adopted: bool = False
 
     @property
     def is_preemption(self) -> bool:
@@ -322,11 +331,12 @@ class SchedulerState:
         )
 
     def _pod_gone(self, pod: models.Pod) -> None:
+        done: list[str] = []
         for preemption_id, left in list(self.victims_left.items()):
             if pod.uid in left:
                 left.discard(pod.uid)
                 if not left:
-                    self._victims_gone(preemption_id)
+                    done.append(preemption_id)
         self.queue.delete(pod.uid)
         freed = False
         if pod.uid in self.cache:
@@ -336,6 +346,8 @@ class SchedulerState:
         if decision_id is not None:
             self.decisions.pop(decision_id, None)
         self._drop_record(pod.uid)
+        for preemption_id in done:  # after the last victim's room is free in the view
+            self._victims_gone(preemption_id)
         if freed:
             self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
 
@@ -355,7 +367,7 @@ class SchedulerState:
         rec.last_attempt = now
         if pod.group is not None and pod.group.min_member > 1:
             return self._schedule_gang(qp, rec, now)
-        result = self.algo.schedule(pod)
+        result = self._schedule_nominated_first(pod)
         if result.bind is not None:
             status = self.algo.assume(pod, result.bind.node, result.state)
             if status.ok:
@@ -373,6 +385,17 @@ class SchedulerState:
             return [decision]
         assert result.wait is not None
         return [self._park(qp, rec, result.wait, now)]
+
+    def _schedule_nominated_first(self, pod: models.Pod) -> algorithm.ScheduleResult:
+        """kube-scheduler's evaluateNominatedNode: a pod whose preemption (ours or an
+        earlier leader's) nominated a node gets that node if it fits there now, rather
+        than any other; else a full cycle."""
+        nominated = pod.nominated_node_name
+        if nominated and nominated in self.cache.table.row_of:
+            result = self.algo.schedule(pod, suggested_nodes=[nominated])
+            if result.bind is not None:
+                return result
+        return self.algo.schedule(pod)
 
     def _park(
         self, qp: QueuedPod, rec: PodRecord, wait: algorithm.WaitInfo, now: float
@@ -432,8 +455,31 @@ class SchedulerState:
         self.decision_of_pod.pop(decision.pod.uid, None)
         if not self.cache.is_assumed(decision.pod.uid):
             return
+        if decision.adopted:
+            # Held only since the adoption: check the pod still fits there.
+            self.cache.forget(decision.pod.uid)
+            self._bind_on(decision.queued, decision.node)
+            return
         bind = self._decide(decision.queued, decision.node, self.clock.now())
         self.ready_binds.append(bind)
+
+    def _bind_on(self, qp: QueuedPod, node: str) -> Decision | None:
+        """Bind the (not assumed) pod on `node` if it fits there now, as a ready bind;
+        else queue it (active) for a full cycle. For an adopted preemption whose victims
+        are gone."""
+        pod = self.records[qp.pod.uid].pod if qp.pod.uid in self.records else qp.pod
+        result = self.algo.schedule(pod, suggested_nodes=[node])
+        if result.bind is not None and self.algo.assume(pod, node, result.state).ok:
+            self.queue.delete(pod.uid)
+            bind = self._decide(dataclasses.replace(qp, pod=pod), node, self.clock.now())
+            self.ready_binds.append(bind)
+            return bind
+        if pod.uid not in self.queue:
+            self.queue.add(pod)
+        rec = self.records.get(pod.uid)
+        if rec is not None:
+            rec.phase, rec.node = Phase.WAITING, ""
+        return None
 
     def take_ready_binds(self) -> list[Decision]:
         ready, self.ready_binds = self.ready_binds, []
@@ -509,6 +555,22 @@ class SchedulerState:
         """A binder would not take the decision (or could not be reached): undo, retry."""
         self._release(decision, requeue="backoff", message=f"binder refused: {reason}")
 
+    def unsure(self, decision: Decision, reason: str) -> None:
+        """The call handing the decision to a binder failed in a way that does not say
+        whether the binder took it (a deadline, a connection lost mid-call): it may still
+        bind (or evict). Keep it in flight, room assumed; its outcome, the watch, or its
+        deadline with the watch still showing the pod unbound (`expire_overdue`) resolves
+        it."""
+        if self.decisions.get(decision.decision_id) is not decision:
+            return  # already resolved (an outcome or the watch beat the error)
+        self._count("unsure")
+        rec = self.records.get(decision.pod.uid)
+        if rec is not None:
+            rec.message = (
+                f"binder call failed ({reason}) after it may have taken the decision; "
+                "waiting for its outcome or the watch until the deadline"
+            )
+
     def on_outcome(
         self,
         *,
@@ -519,18 +581,22 @@ class SchedulerState:
         binder_id: str = "",
         pod_uid: str = "",
         node: str = "",
+        preemption: bool = False,
+        victim_uids: Sequence[str] = (),
     ) -> bool:
         """Apply a binder's report. Idempotent: an already resolved decision is ignored
-        (returns False). An unknown one still in flight (IN_PROGRESS) or just bound, for a
-        pod the view shows pending, is adopted (`adopt`); any other is ignored."""
+        (returns False). An unknown one still in flight (IN_PROGRESS) or just bound (for a
+        preemption: its victims evicted), for a pod the view shows pending, is adopted
+        (`adopt`); any other is ignored."""
         decision = self.decisions.get(decision_id)
         if decision is None:
             if result not in (Outcome.IN_PROGRESS, Outcome.BOUND):
                 return False
             decision = self.adopt(
-                decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id
-            )
-            if decision is None or result is Outcome.IN_PROGRESS:
+                decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id,
+                preemption=preemption, victim_uids=victim_uids,
+            )  # fmt: skip
+            if decision is None or result is Outcome.IN_PROGRESS or preemption:
                 return decision is not None
         elif result is Outcome.IN_PROGRESS:
             return False  # ours, still in flight: nothing changes
@@ -570,14 +636,23 @@ class SchedulerState:
         return True
 
     def adopt(
-        self, *, decision_id: str, pod_uid: str, node: str, binder_id: str = ""
+        self,
+        *,
+        decision_id: str,
+        pod_uid: str,
+        node: str,
+        binder_id: str = "",
+        preemption: bool = False,
+        victim_uids: Sequence[str] = (),
     ) -> Decision | None:
         """Take over a decision a binder is carrying out that this scheduler did not make
         (its predecessor did, before a failover or a restart): count the pod on that node
         at once, so its room is not given to another pod while the bind may still land,
         and track the decision so its outcome (or the watch, or the deadline) resolves it
-        as usual. Only for a pod the view shows pending and not already decided; returns
-        None otherwise."""
+        as usual. A preemption holds the room for its preemptor the same way until the
+        victims still in the view are gone, then binds it there if it fits
+        (`_adopt_preemption`). Only for a pod the view shows pending and not already
+        decided; returns None otherwise."""
         rec = self.records.get(pod_uid)
         if (
             not self.synced
@@ -591,6 +666,11 @@ class SchedulerState:
         now = self.clock.now()
         pod = rec.pod
         queued = self.queue.get(pod_uid) or QueuedPod(pod=pod, first_enqueued=now, enqueued_at=now)
+        if preemption:
+            return self._adopt_preemption(
+                decision_id=decision_id, queued=queued, node=node, binder_id=binder_id,
+                victim_uids=victim_uids, now=now,
+            )  # fmt: skip
         self.queue.delete(pod_uid)
         self.cache.assume(pod, node)
         decision = Decision(
@@ -609,6 +689,51 @@ class SchedulerState:
         self._count("adopted")
         message = f"{ADOPTED} from binder {binder_id or '?'}: in flight before this scheduler led"
         self._emit(DecisionEvent("SCHEDULED", pod, node, message, decision_id, now, binder_id))
+        return decision
+
+    def _adopt_preemption(
+        self,
+        *,
+        decision_id: str,
+        queued: QueuedPod,
+        node: str,
+        binder_id: str,
+        victim_uids: Sequence[str],
+        now: float,
+    ) -> Decision | None:
+        """A predecessor's preemption: hold the room on `node` for the preemptor while the
+        victims the view still has are there; with none left, bind it there now if it fits
+        (else it is queued and scheduled as usual, its nominated node first)."""
+        pod = queued.pod
+        victims = tuple(
+            cached.pod for uid in victim_uids if (cached := self.cache.get(uid)) is not None
+        )
+        if not victims:
+            return self._bind_on(queued, node)
+        self.queue.delete(pod.uid)
+        self.cache.assume(pod, node)
+        decision = Decision(
+            decision_id=decision_id,
+            pod=pod,
+            node=node,
+            node_version=self.node_versions.get(node, 0),
+            queued=queued,
+            deadline=now + self.preempt_timeout,
+            created=now,
+            victims=victims,
+            adopted=True,
+        )
+        self.decisions[decision_id] = decision
+        self.decision_of_pod[pod.uid] = decision_id
+        self.victims_left[decision_id] = {v.uid for v in victims}
+        rec = self._record(pod)
+        rec.phase, rec.nominated_node, rec.node = Phase.PREEMPTING, node, ""
+        self._count("adopted")
+        message = (
+            f"{ADOPTED} from binder {binder_id or '?'}: preempting {len(victims)} pod(s) "
+            "before this scheduler led: " + ", ".join(v.key for v in victims)
+        )
+        self._emit(DecisionEvent("PREEMPTING", pod, node, message, decision_id, now, binder_id))
         return decision
 
     def _release(self, decision: Decision, *, requeue: str | None, message: str) -> None:
