@@ -95,7 +95,8 @@ def add_flags(
         g.add_argument("--peer-tls-key", help="client private key (PEM) for mutual TLS")
         g.add_argument(
             "--peer-server-name",
-            help="expect this name in the servers' certificates (targets given as IPs)",
+            help="expect this name in the servers' certificates (needed when a target is an "
+            "IP the certificate lacks, or a list such as ipv4:a:p,b:p, which names no host)",
         )
 
 

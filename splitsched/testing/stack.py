@@ -185,6 +185,8 @@ class Stack:
         argv += ["--trusted-clients", TRUSTED_CLIENTS[component]]
         if component != "watcher":  # the watcher dials no gRPC peer
             argv += ["--peer-tls-ca", ca, "--peer-tls-cert", crt, "--peer-tls-key", key]
+            # An `ipv4:a,b` target has no host name to check: the certificates name localhost.
+            argv += ["--peer-server-name", "localhost"]
         return argv
 
     def _service(self, name: str, module: str, args: Sequence[str]) -> Service:

@@ -1,0 +1,162 @@
+"""The whole pipeline over mutual TLS on the real control plane: `Stack(tls=...)` runs the
+watcher, two binders and the scheduler with client certificates required on every server
+and `--trusted-clients` guarding the restricted RPCs; 50 pods get bound (checked from the
+API server's objects: every pod bound, no node over allocatable, one Scheduled event per
+pod), the CLI reads them with the `ops` certificate, an identity the scheduler does not
+trust is refused Simulate but may list pods, plaintext is refused everywhere, and no
+service log holds a key, a certificate or the ServiceAccount tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+import yaml
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from kubernetes import client
+
+from splitsched.testing import controlplane, invariants, kube, stack
+from tests.support import certs
+
+pytestmark = pytest.mark.e2e
+
+PODS = 50
+
+
+@pytest.fixture(scope="module")
+def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("tls")
+    certs.write_stack_certs(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def tls_stack(
+    kube_api: client.ApiClient, tls_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[stack.Stack]:
+    workdir = tmp_path_factory.mktemp("tls-stack")
+    nodes = kube.create_kwok_nodes(
+        kube_api, 4, name_prefix=f"tls-{uuid.uuid4().hex[:5]}", cpu="4", memory="8Gi"
+    )
+    sa_namespace = kube.create_namespace(kube_api, prefix="splitsched-tls")
+    configs = stack.component_kubeconfigs(kube_api, namespace=sa_namespace, directory=workdir)
+    running = stack.Stack(
+        workdir=workdir,
+        watcher_kubeconfig=configs["watcher"],
+        binder_kubeconfig=configs["binder"],
+        binders=2,
+        tls=tls_dir,
+    )
+    try:
+        running.start(timeout=90)
+        yield running
+    finally:
+        running.stop()
+        kube.delete_namespace(kube_api, sa_namespace)
+        kube.delete_nodes(kube_api, nodes)
+
+
+def cli(
+    server: str, tls_dir: Path, *args: str, who: str | None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m splitsched.cli ARGS --server S --ca ca.crt [--cert who.crt --key who.key]`."""
+    creds = ["--ca", str(tls_dir / "ca.crt")]
+    if who is not None:
+        creds += ["--cert", str(tls_dir / f"{who}.crt"), "--key", str(tls_dir / f"{who}.key")]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITSCHED_")}
+    return subprocess.run(
+        [sys.executable, "-m", "splitsched.cli", *args, "--server", server, *creds],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=controlplane.REPO_ROOT,
+        timeout=60,
+    )
+
+
+def plaintext_health(target: str) -> grpc.StatusCode:
+    with grpc.insecure_channel(target) as channel:
+        try:
+            health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=5)
+        except grpc.RpcError as exc:
+            return exc.code()
+    return grpc.StatusCode.OK
+
+
+def test_fifty_pods_bound_over_mutual_tls_and_the_cli_reads_them(
+    tls_stack: stack.Stack, kube_api: client.ApiClient, namespace: str, tls_dir: Path
+) -> None:
+    kube.create_pods(kube_api, namespace=namespace, pods=kube.make_pods(PODS, cpu="200m"))
+
+    def all_bound() -> list[str] | None:
+        _, pods = invariants.cluster_state(kube_api)
+        mine = [p for p in pods if p.namespace == namespace]
+        return (
+            [p.name for p in mine] if len(mine) == PODS and all(p.node_name for p in mine) else None
+        )
+
+    kube.wait_for(all_bound, timeout=60, interval=0.5, message=f"{PODS} pods bound")
+    nodes, pods = invariants.cluster_state(kube_api)
+    assert invariants.overcommitted(nodes, pods) == []
+    events = invariants.list_json(kube_api, f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    assert invariants.scheduled_more_than_once(events) == []
+
+    server = tls_stack.scheduler.grpc_target
+
+    def cli_sees_all_bound() -> bool:
+        listed = cli(server, tls_dir, "pods", "-n", namespace, "-o", "json", who="ops")
+        assert listed.returncode == 0, listed.stderr
+        rows = json.loads(listed.stdout)["pods"]
+        return len(rows) == PODS and {r["state"] for r in rows} == {"BOUND"}
+
+    kube.wait_for(cli_sees_all_bound, timeout=30, interval=1.0, message="CLI: all BOUND")
+
+    # Simulate is restricted: ops is trusted, the watcher's identity is not (but may read).
+    manifest = tls_dir / "sim.yaml"
+    manifest.write_text(yaml.safe_dump(kube.make_pod("what-if", cpu="100m")))
+    ok = cli(server, tls_dir, "simulate", "-f", str(manifest), who="ops")
+    assert ok.returncode == 0, ok.stderr
+    denied = cli(server, tls_dir, "simulate", "-f", str(manifest), who="watcher")
+    assert denied.returncode != 0
+    assert "PERMISSION_DENIED" in denied.stderr and "splitsched-watcher" in denied.stderr
+    assert "/splitsched.v1.Scheduler/Simulate" in denied.stderr
+    reads = cli(server, tls_dir, "pods", "-n", namespace, "-o", "json", who="watcher")
+    assert reads.returncode == 0, reads.stderr
+    # Without a client certificate the handshake itself fails.
+    anonymous = cli(server, tls_dir, "pods", "-n", namespace, who=None)
+    assert anonymous.returncode != 0
+
+    for svc in tls_stack.services:
+        assert plaintext_health(svc.grpc_target) == grpc.StatusCode.UNAVAILABLE, svc.name
+    # The binders' reports reached the scheduler (its only TLS-and-identity-guarded writer).
+    for binder in tls_stack.binder_services:
+        assert "\nsplitsched_binder_report_backlog 0.0" in binder.metrics()
+    assert (
+        "denied /splitsched.v1.Scheduler/ReportBindingOutcome"
+        not in tls_stack.scheduler.log_tail(10_000)
+    )
+
+
+def test_no_keys_certificates_or_tokens_in_the_logs(tls_stack: stack.Stack, tls_dir: Path) -> None:
+    """Keys and certificates appear only as paths; kubeconfig bearer tokens never."""
+    secrets = [
+        str(yaml.safe_load(Path(p).read_text())["users"][0]["user"]["token"])
+        for p in (tls_stack.watcher_kubeconfig, tls_stack.binder_kubeconfig)
+    ]
+    key_lines = [line for f in tls_dir.glob("*.key") for line in f.read_text().splitlines()[1:-1]]
+    assert secrets and key_lines
+    for svc_log in tls_stack.workdir.glob("*.log"):
+        text = svc_log.read_text(errors="replace")
+        assert text, svc_log.name
+        assert "BEGIN" not in text, svc_log.name
+        assert "bearer" not in text.lower(), svc_log.name
+        for secret in [*secrets, *key_lines]:
+            assert secret not in text, svc_log.name
