@@ -20,6 +20,7 @@ The trace of one attempt crosses the services through our proto `trace_context` 
     watcher   watch_event  (PRODUCER; puts its context in ClusterEvent.trace_context)
     scheduler └ schedule_pod (from the enqueue time to the confirmation)
                 ├ queue_wait, filter, score, assume   (timed around the core's calls)
+                ├ gang_cycle (a gang member: the one cycle that placed its whole gang)
                 ├ bind_request (PRODUCER; context in BindRequest.trace_context)
                 │ └ binder: bind (CONSUMER) ── one CLIENT span per Binding API call
                 └ confirm (from the binder's report to the watch event showing the binding)
@@ -27,7 +28,9 @@ The trace of one attempt crosses the services through our proto `trace_context` 
 The first attempt is a child of the watch event that queued the pod; a retry (the pod
 came back through backoff or the unschedulable pool) starts a new trace *linked* to that
 watch event and to the previous attempt, so each trace stays one attempt long and a
-pod's history is still one click away.
+pod's history is still one click away. The members of a gang are placed together in one
+cycle but keep one trace each: every member's `gang_cycle` span (group, minMember, members
+tried, members placed, result) links to the first member's `schedule_pod`.
 
 The scheduler's spans are built after the fact with explicit timestamps (`SchedulingTraces`)
 so the scheduling loop does no tracing work at all while tracing is off, and only reads
@@ -431,6 +434,20 @@ class _Cycle:
 
 
 @dataclass
+class _GangCycle:
+    """One `place_gang` call of the core: its members, what it placed, and the first
+    member's root once built (the other members' `gang_cycle` spans link to it)."""
+
+    start: int
+    end: int
+    uids: frozenset[str]
+    members: int
+    placed: int
+    blocking: str
+    first_root: trace.SpanContext | None = None
+
+
+@dataclass
 class _Attempt:
     root: trace.Span
     decision_id: str
@@ -465,6 +482,7 @@ class SchedulingTraces:
     #: parentbased_*): then a pod the watcher did not sample costs no span here.
     _follows_parent: bool = True
     _cycle: _Cycle = field(default_factory=_Cycle)
+    _gang: _GangCycle | None = None
     _in_schedule: bool = False
     _open: dict[str, _Attempt] = field(default_factory=dict)  # by pod uid
     _watched: dict[str, _Watched] = field(default_factory=dict)  # by pod uid
@@ -509,10 +527,30 @@ class SchedulingTraces:
         algo.schedule = timed_schedule
         algo.score = timed_score
         algo.assume = timed_assume
+        place_gang = getattr(algo, "place_gang", None)
+        if place_gang is None:
+            return
+
+        def timed_place_gang(pods: Any, *args: Any, **kwargs: Any) -> Any:
+            start = time.time_ns()
+            out = place_gang(pods, *args, **kwargs)
+            placed, blocking = out[0], out[1]
+            self._gang = _GangCycle(
+                start=start,
+                end=time.time_ns(),
+                uids=frozenset(p.uid for p in pods),
+                members=len(pods),
+                placed=len(placed),
+                blocking=blocking.key if blocking is not None else "",
+            )
+            return out
+
+        algo.place_gang = timed_place_gang
 
     def begin(self) -> None:
         """A scheduling attempt is about to run (forget the previous cycle's timings)."""
         self._cycle = _Cycle()
+        self._gang = None
 
     # -- the watch -------------------------------------------------------------------------
     def observed(self, uid: str, carrier: Mapping[str, str]) -> None:
@@ -604,6 +642,10 @@ class SchedulingTraces:
         attrs = pod_attributes(pod.namespace, pod.name, uid)
         attrs["splitsched.profile"] = pod.scheduler_name
         attrs["splitsched.attempt"] = attempt_no
+        group = getattr(pod, "group", None)
+        if group is not None:
+            attrs["splitsched.gang.group"] = f"{pod.namespace}/{group.name}"
+            attrs["splitsched.gang.min_member"] = group.min_member
         tr = tracer()
         root = tr.start_span(
             "schedule_pod", context=parent, attributes=attrs, links=links, start_time=enqueued
@@ -616,6 +658,9 @@ class SchedulingTraces:
         tr.start_span("queue_wait", context=in_root, start_time=enqueued).end(end_time=cycle_start)
         if timed:
             self._cycle_spans(cycle, in_root, node=node, message=message)
+        gang = self._gang
+        if gang is not None and uid in gang.uids:
+            self._gang_span(gang, root, attributes=attrs, message=message)
         root.set_attribute("splitsched.result", result)
         if result in ("scheduled", "preempting"):
             root.set_attribute("k8s.node.name", node)
@@ -667,6 +712,36 @@ class SchedulingTraces:
             if not ok:
                 set_error(assume_span, "Rejected", message or "reserve/permit rejected")
             assume_span.end(end_time=end)
+
+    @staticmethod
+    def _gang_span(
+        gang: _GangCycle, root: trace.Span, *, attributes: Mapping[str, Any], message: str
+    ) -> None:
+        """The member's view of the cycle that placed (or could not place) its gang,
+        linked to the first member's root: one click from any member to the others."""
+        links = []
+        if gang.first_root is None:
+            gang.first_root = root.get_span_context()
+        else:
+            links.append(Link(gang.first_root, {"splitsched.link": "gang_first_member"}))
+        placed = gang.placed == gang.members
+        span = tracer().start_span(
+            "gang_cycle",
+            context=trace.set_span_in_context(root),
+            links=links,
+            start_time=gang.start,
+            attributes={
+                "splitsched.gang.group": attributes.get("splitsched.gang.group", ""),
+                "splitsched.gang.min_member": attributes.get("splitsched.gang.min_member", 0),
+                "splitsched.gang.members": gang.members,
+                "splitsched.gang.placed": gang.placed,
+                "splitsched.gang.result": "placed" if placed else "unschedulable",
+            },
+        )
+        if not placed:
+            span.set_attribute("splitsched.gang.blocking_member", gang.blocking)
+            set_error(span, "Unschedulable", message or f"member {gang.blocking} fits nowhere")
+        span.end(end_time=gang.end)
 
     # -- the binder round trip -------------------------------------------------------------
     def bind_request(

@@ -122,3 +122,35 @@ def cluster_state(api: client.ApiClient) -> tuple[list[models.Node], list[models
     nodes = [convert.node_from_k8s(o) for o in list_json(api, "/api/v1/nodes")]
     pods = [convert.pod_from_k8s(o, strict=False) for o in list_json(api, "/api/v1/pods")]
     return nodes, pods
+
+
+def partial_gangs(pods: Iterable[models.Pod]) -> list[str]:
+    """Gangs (pods sharing a group) with some members bound but fewer than minMember: a
+    gang is placed all or nothing, so a partly bound one holds room it cannot use."""
+    bound: Counter[tuple[str, str]] = Counter()
+    need: dict[tuple[str, str], int] = {}
+    for pod in pods:
+        if pod.group is None or pod.is_terminal:
+            continue
+        key = (pod.namespace, pod.group.name)
+        need[key] = max(need.get(key, 0), pod.group.min_member)
+        bound[key] += bool(pod.node_name)
+    return [
+        f"gang {ns}/{name}: {bound[(ns, name)]} bound < minMember {n}"
+        for (ns, name), n in sorted(need.items())
+        if 0 < bound[(ns, name)] < n
+    ]
+
+
+def scheduled_more_than_once(events: Iterable[Json]) -> list[str]:
+    """Pods (by uid) with more than one ``Scheduled`` event (events.k8s.io/v1 objects):
+    each would be a second decision the binders carried out for one pod."""
+    count: Counter[str] = Counter()
+    names: dict[str, str] = {}
+    for e in events:
+        if e.get("reason") == "Scheduled":
+            regarding = e.get("regarding") or {}
+            uid = str(regarding.get("uid", ""))
+            count[uid] += 1
+            names[uid] = f"{regarding.get('namespace')}/{regarding.get('name')}"
+    return [f"{names[uid]} ({uid}): {n} Scheduled events" for uid, n in count.items() if n > 1]

@@ -6,6 +6,7 @@ three processes and an OTLP receiver, is tests/e2e/test_tracing.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import logging
@@ -26,6 +27,7 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer, job_from_request
 from services.binder.worker import BindingPool
+from services.scheduler.main import SchedulerService
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.watcher import listwatch, ring
 from splitsched.core import algorithm, models, profiles
@@ -540,3 +542,77 @@ class FakeContext:
 
     def invocation_metadata(self) -> list[tuple[str, str]]:
         return self._metadata
+
+
+# ---- gangs ----------------------------------------------------------------------------------
+
+
+def gang_pod(name: str, *, cpu: int, min_member: int) -> models.Pod:
+    return dataclasses.replace(pod(name, cpu=cpu), group=models.PodGroupRef("g", min_member))
+
+
+def gang_attempt(
+    state: SchedulerState, traces: tracing.SchedulingTraces
+) -> list[Decision | Unschedulable]:
+    """One cycle traced as the scheduler's loop traces it (its own `_trace_attempts`)."""
+    traces.begin()
+    outcomes = state.schedule_one()
+    assert outcomes is not None
+    SchedulerService._trace_attempts(traces, outcomes)
+    return outcomes
+
+
+def test_each_gang_member_trace_shows_the_gang_cycle_linked_to_the_first_member(
+    exporter: InMemorySpanExporter,
+) -> None:
+    state, traces, _ = traced_state()
+    for n in ("n1", "n2", "n3"):
+        state.apply_node("ADDED", node(n))
+    for name in ("m0", "m1", "m2"):
+        state.apply_pod("ADDED", gang_pod(name, cpu=600, min_member=3))
+    outcomes = gang_attempt(state, traces)
+    assert len(outcomes) == 3 and all(isinstance(o, Decision) for o in outcomes)
+    for o in outcomes:
+        assert isinstance(o, Decision)
+        traces.confirmed(o.pod.uid, o.node)
+    spans = list(exporter.get_finished_spans())
+    roots = {str((s.attributes or {})["k8s.pod.name"]): s for s in by_name(spans, "schedule_pod")}
+    assert len(roots) == 3 and len({trace_id(r) for r in roots.values()}) == 3  # one each
+    gang_spans = by_name(spans, "gang_cycle")
+    assert len(gang_spans) == 3
+    by_parent = {parent_id(s): s for s in gang_spans}
+    first = outcomes[0].pod.name
+    for member, root in roots.items():
+        assert (root.attributes or {})["splitsched.gang.group"] == "ns/g"
+        span = by_parent[span_id(root)]  # a child of this member's own root
+        attrs = span.attributes or {}
+        assert attrs["splitsched.gang.group"] == "ns/g"
+        assert attrs["splitsched.gang.min_member"] == 3
+        assert attrs["splitsched.gang.members"] == 3
+        assert attrs["splitsched.gang.placed"] == 3
+        assert attrs["splitsched.gang.result"] == "placed"
+        assert span.status.status_code is not StatusCode.ERROR
+        links = [link.context.span_id for link in span.links]
+        assert links == ([] if member == first else [span_id(roots[first])])
+
+
+def test_a_gang_that_does_not_fit_shows_a_failed_gang_cycle_with_its_blocking_member(
+    exporter: InMemorySpanExporter,
+) -> None:
+    state, traces, _ = traced_state()
+    for n in ("n1", "n2"):
+        state.apply_node("ADDED", node(n))
+    for name in ("m0", "m1", "m2"):
+        state.apply_pod("ADDED", gang_pod(name, cpu=600, min_member=3))
+    outcomes = gang_attempt(state, traces)
+    assert len(outcomes) == 1 and isinstance(outcomes[0], Unschedulable)
+    spans = list(exporter.get_finished_spans())
+    root = one(spans, "schedule_pod")
+    span = one(spans, "gang_cycle")
+    assert parent_id(span) == span_id(root)
+    attrs = span.attributes or {}
+    assert attrs["splitsched.gang.result"] == "unschedulable"
+    assert attrs["splitsched.gang.placed"] == 0 and attrs["splitsched.gang.members"] == 3
+    assert str(attrs["splitsched.gang.blocking_member"]).startswith("ns/m")
+    assert span.status.status_code is StatusCode.ERROR
+    assert state.cache.assumed_pods() == []  # and nothing of the gang is held
