@@ -45,8 +45,9 @@ from services.binder import main as binder_main
 from services.scheduler import main as scheduler_main
 from services.watcher import main as watcher_main
 from splitsched.core import profiles
-from splitsched.runtime import config
+from splitsched.runtime import config, security
 from splitsched.testing import controlplane, kube, stack
+from tests.support import certs
 from tests.support.fixtures import ControlPlaneHandle
 
 CHART = controlplane.REPO_ROOT / "helm" / "splitsched"
@@ -64,6 +65,13 @@ STANDARD_LABELS = (
 NO_CRD_KINDS = frozenset({"ServiceMonitor"})
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
+#: tls.enabled with a Secret, trusted clients and a server name (its own tests below).
+TLS_VALUES = CHART / "ci" / "tls-values.yaml"
+SERVICES = {
+    "watcher": watcher_main.SERVICE,
+    "scheduler": scheduler_main.SERVICE,
+    "binder": binder_main.SERVICE,
+}
 #: Scheduler leader election on, everything else default.
 HA_SETS = ("scheduler.replicas=2", "scheduler.leaderElection.enabled=true")
 Manifest = dict[str, Any]
@@ -204,6 +212,8 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "otel on without endpoint": (["global.otel.enabled=true"], "/global/otel/endpoint"),
     "no profiles": (["scheduler.profiles=null"], "profiles"),
     "workers zero": (["binder.workers=0"], "/binder/workers"),
+    "tls on without a secret": (["tls.enabled=true"], "/tls/secretName"),
+    "tls trusted client with a comma": (["tls.trustedClients={a\\,b}"], "/tls/trustedClients"),
 }
 
 
@@ -914,3 +924,58 @@ def test_ha_schedulers_elect_a_leader_and_schedule_with_the_chart_rbac(
             assert "forbidden" not in text.lower(), f"{name} was refused something:\n{text}"
     finally:
         kube.delete_nodes(kube_api, nodes)
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+
+def test_tls_values_mount_the_secret_and_render_flags_the_services_accept(
+    helm: Path, tmp_path: Path
+) -> None:
+    """ci/tls-values.yaml: lint passes; every component mounts the Secret and gets server
+    flags (scheduler and binder also peer flags) that its own parser and
+    `security.from_args` accept once the mount holds real files; readiness is HTTP."""
+    lint = run_helm(helm, "lint", str(CHART), *helm_args(values=[TLS_VALUES]))
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    docs = render(helm, release="prod", namespace="sched", values=[TLS_VALUES])
+    files = tmp_path / "secret"
+    issued = certs.write_stack_certs(files)
+    (files / "tls.crt").write_bytes(issued["scheduler"].cert_path.read_bytes())
+    (files / "tls.key").write_bytes(issued["scheduler"].key_path.read_bytes())
+    for component in COMPONENTS:
+        main = container(docs, component)
+        pod = one(docs, "Deployment", component)["spec"]["template"]["spec"]
+        [volume] = [v for v in pod["volumes"] if v["name"] == "tls"]
+        assert volume["secret"]["secretName"] == "splitsched-tls"
+        [mount] = [m for m in main["volumeMounts"] if m["name"] == "tls"]
+        assert mount["readOnly"] is True
+        root = mount["mountPath"]
+        opts = parsed_options(docs, component)
+        assert (opts.tls_cert, opts.tls_key, opts.tls_ca) == (
+            f"{root}/tls.crt",
+            f"{root}/tls.key",
+            f"{root}/ca.crt",
+        )
+        assert opts.tls_client_auth is True
+        assert (
+            opts.trusted_clients == "splitsched.sched.svc,spiffe://cluster.local/ns/ops/sa/oncall"
+        )
+        if component != "watcher":
+            assert (opts.peer_tls_ca, opts.peer_tls_cert) == (f"{root}/ca.crt", f"{root}/tls.crt")
+            assert opts.peer_server_name == "splitsched.sched.svc"
+        assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        # The rendered flags, with the mount replaced by real files: the service starts.
+        for dest in (
+            "tls_cert",
+            "tls_key",
+            "tls_ca",
+            "peer_tls_ca",
+            "peer_tls_cert",
+            "peer_tls_key",
+        ):
+            if getattr(opts, dest, None):
+                setattr(opts, dest, getattr(opts, dest).replace(root, str(files)))
+        sec = security.from_args(opts, service=SERVICES[component])
+        assert sec.server is not None and sec.server.require_client_cert
+        assert len(sec.interceptors) == 1
+        assert (sec.peer is not None) == (component != "watcher")

@@ -136,13 +136,14 @@ Probes: readiness is the native gRPC health check (the service reports SERVING o
 it can do its work: synced, API server reachable); liveness is HTTP /healthz, because a
 live process that is merely not ready (a binder whose API server is unreachable, a
 scheduler waiting for its watcher) must not be restarted. With `.readyPath` readiness
-is HTTP GET on it instead (the HA scheduler's /readyz, see scheduler/deployment.yaml).
+is HTTP GET on it instead (the HA scheduler's /readyz, see scheduler/deployment.yaml), and
+with `.tls` (tls.enabled) HTTP GET /readyz: the kubelet's gRPC probe cannot speak TLS.
 */}}
 {{- define "splitsched.probes" -}}
 readinessProbe:
-  {{- if .readyPath }}
+  {{- if or .readyPath .tls }}
   httpGet:
-    path: {{ .readyPath }}
+    path: {{ .readyPath | default "/readyz" }}
     port: http
   {{- else }}
   grpc:
@@ -242,4 +243,39 @@ true
 {{/* The scheduler's Lease (leader election): <fullname>-scheduler in the release namespace. */}}
 {{- define "splitsched.schedulerLeaseName" -}}
 {{- include "splitsched.componentName" (dict "ctx" . "component" "scheduler") -}}
+{{- end -}}
+
+{{/*
+TLS (values `tls`, when enabled): the flags for a component's server and, with `.peers`,
+for its outgoing channels, reading the Secret `splitsched.tlsVolume` mounts.
+*/}}
+{{- define "splitsched.tlsArgs" -}}
+{{- $t := .ctx.Values.tls -}}
+- --tls-cert=/etc/splitsched-tls/tls.crt
+- --tls-key=/etc/splitsched-tls/tls.key
+- --tls-ca=/etc/splitsched-tls/ca.crt
+- --tls-client-auth
+{{- with $t.trustedClients }}
+- --trusted-clients={{ join "," . }}
+{{- end }}
+{{- if .peers }}
+- --peer-tls-ca=/etc/splitsched-tls/ca.crt
+- --peer-tls-cert=/etc/splitsched-tls/tls.crt
+- --peer-tls-key=/etc/splitsched-tls/tls.key
+{{- with $t.serverName }}
+- --peer-server-name={{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{- define "splitsched.tlsVolumeMount" -}}
+- name: tls
+  mountPath: /etc/splitsched-tls
+  readOnly: true
+{{- end -}}
+
+{{- define "splitsched.tlsVolume" -}}
+- name: tls
+  secret:
+    secretName: {{ required "tls.secretName is required when tls.enabled" .Values.tls.secretName }}
 {{- end -}}
