@@ -501,7 +501,9 @@ class SchedulerState:
             and other.pod.namespace == pod.namespace
         ]
         members = [pod, *sorted(others, key=batch_order)]
-        if len(members) < group.min_member:
+        if len(members) < group.min_member and (
+            len(members) + self._gang_members_placed(pod.namespace, group.name) < group.min_member
+        ):
             waiting = algorithm.WaitInfo(
                 summary=(
                     f"pod group {pod.namespace}/{group.name}: {len(members)} of "
@@ -534,6 +536,18 @@ class SchedulerState:
                 self.queue.delete(member.uid)
                 out.append(self._decide(member_qp, node, now))
         return out
+
+    def _gang_members_placed(self, namespace: str, group: str) -> int:
+        """Members of the gang already bound or assumed. A member requeued after its
+        binding failed (say its binder died) rejoins a gang that already stands: it must
+        not wait for a quorum of pending members that will never come."""
+        return sum(
+            1
+            for c in self.cache
+            if c.pod.group is not None
+            and c.pod.group.name == group
+            and c.pod.namespace == namespace
+        )
 
     def _unschedulable(
         self, rec: PodRecord, message: str, reasons: dict[str, str], now: float
