@@ -319,3 +319,42 @@ def test_each_pod_is_one_trace_across_the_three_services(
     assert len(retry_lines) == 1, retry_lines
     assert retry_lines[0]["trace_id"] == flaky.trace_id
     assert retry_lines[0]["span_id"] == bind_span.span_id
+
+
+def test_gang_members_keep_one_trace_each_linked_through_the_gang_cycle(
+    traced: Traced, kube_api: client.ApiClient, namespace: str
+) -> None:
+    names = [f"member-{i}" for i in range(3)]
+    pods = []
+    for name in names:
+        pod = kube.make_pod(name, cpu="100m")
+        pod["metadata"]["annotations"] = {
+            "splitsched.io/group": "trio",
+            "splitsched.io/min-member": "3",
+        }
+        pods.append(pod)
+    kube.create_pods(kube_api, namespace=namespace, pods=pods)
+
+    def exported() -> dict[str, Span] | None:
+        spans = traced.receiver.spans()
+        roots = {n: finished_attempt(spans, namespace, n) for n in names}
+        return {n: r for n, r in roots.items() if r is not None} if all(roots.values()) else None
+
+    roots = kube.wait_for(exported, timeout=60, interval=0.5, message="every member's trace")
+    spans = traced.receiver.spans()
+    assert len({r.trace_id for r in roots.values()}) == 3  # one trace per member
+    cycles = {}
+    for name, root in roots.items():
+        assert root.attributes["splitsched.gang.group"] == f"{namespace}/trio"
+        (cycle,) = [s for s in children(spans, root) if s.name == "gang_cycle"]
+        assert cycle.attributes["splitsched.gang.result"] == "placed"
+        assert int(cycle.attributes["splitsched.gang.placed"]) == 3
+        assert int(cycle.attributes["splitsched.gang.min_member"]) == 3
+        cycles[name] = cycle
+    # One member's cycle span has no link; the others link to that member's root.
+    (first,) = [n for n, c in cycles.items() if not c.links]
+    for name, cycle in cycles.items():
+        if name != first:
+            assert [(link.trace_id, link.span_id) for link in cycle.links] == [
+                (roots[first].trace_id, roots[first].span_id)
+            ]
