@@ -25,7 +25,7 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import CHANNEL_OPTIONS, OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.worker import BindingPool
-from splitsched.runtime import config, grpcsrv, httpsrv, logs, security, tracing
+from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 log = logging.getLogger("splitsched.binder")
@@ -185,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--preempt-deadline must be positive")
     tracing.setup("binder")
     try:
-        return asyncio.run(run(args))
+        return eventloop.run(run(args))
     except config.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -45,7 +45,16 @@ from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config, grpcsrv, httpsrv, kubeclient, logs, security, tracing
+from splitsched.runtime import (
+    config,
+    eventloop,
+    grpcsrv,
+    httpsrv,
+    kubeclient,
+    logs,
+    security,
+    tracing,
+)
 from splitsched.v1 import (
     binder_pb2,
     binder_pb2_grpc,
@@ -734,7 +743,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.settle_seconds = 3.0 if args.leader_elect else 0.0
     tracing.setup("scheduler")
     try:
-        return asyncio.run(_run(args))
+        return eventloop.run(_run(args))
     except (profiles.ProfileError, OSError, leader.LeaderElectionError, config.ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

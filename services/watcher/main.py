@@ -21,7 +21,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Gauge
 
 from services.watcher import listwatch, ring, server
-from splitsched.runtime import config, grpcsrv, httpsrv, logs, security, tracing
+from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security, tracing
 from splitsched.v1 import watcher_pb2
 
 log = logging.getLogger("services.watcher")
@@ -145,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--ring-size and --page-size must be at least 1")
     tracing.setup("watcher")
     try:
-        return asyncio.run(run(args))
+        return eventloop.run(run(args))
     except config.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
