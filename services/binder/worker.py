@@ -398,6 +398,14 @@ class BindingPool:
             f"{SHUTTING_DOWN}: interrupted after {grace:.0f}s grace with a request to the API "
             "server in flight; whether it landed is unknown (the watch decides)"
         )
+        in_flight = [*self._preemptions, *(job.decision_id for job in interrupted)]
+        unsure = [d for d in in_flight if d in self._written]
+        if unsure:
+            log.warning(
+                "shutdown: %d decisions interrupted with a request to the API server in "
+                "flight: reported IN_PROGRESS (not FAILED), so their rooms stay held",
+                len(unsure),
+            )
         for preemption in list(self._preemptions.values()):
             if preemption.decision_id in self._written:  # evictions may have been sent
                 await self._finish_preemption(
