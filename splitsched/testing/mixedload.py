@@ -272,10 +272,16 @@ class Report:
     partial_gangs: list[str] = field(default_factory=list)
     wrongful_evictions: list[str] = field(default_factory=list)
     scheduled_twice: list[str] = field(default_factory=list)
+    unrecorded: list[str] = field(default_factory=list)
 
-    def failures(self) -> list[str]:
+    def failures(self, *, allow_unrecorded: bool = False) -> list[str]:
+        """One line per broken promise. ``allow_unrecorded``: pending pods without a
+        FailedScheduling record are not a failure (faults injected into those very writes,
+        which the binder makes once, best effort)."""
         out = []
+        names = () if allow_unrecorded else ("unrecorded",)
         for name in (
+            *names,
             "lost",
             "overcommitted",
             "placement",
@@ -350,21 +356,26 @@ def _but(where: str) -> str:
     return where if where.startswith("no profile") else f"pending but {where}"
 
 
+def unrecorded(
+    pending: Sequence[models.Pod], *, raw: Mapping[str, Json], events: Sequence[Json]
+) -> list[str]:
+    """Pending pods that carry no FailedScheduling record: a user cannot tell why."""
+    return [
+        f"{pod.key}: pending without a FailedScheduling event or condition"
+        for pod in pending
+        if not _failed_scheduling(raw[pod.uid], events)
+    ]
+
+
 def lost_pods(
     *,
     pending: Sequence[models.Pod],
     bound: Sequence[models.Pod],
-    raw: Mapping[str, Json],
-    events: Sequence[Json],
     algo: algorithm.FrameworkAlgorithm,
 ) -> list[str]:
-    """Pending pods that are not honestly unschedulable: no FailedScheduling record, or
-    the core places them (a gang: its pending members as a whole, once enough are
-    pending) on the final state."""
-    out = []
-    for pod in pending:
-        if not _failed_scheduling(raw[pod.uid], events):
-            out.append(f"{pod.key}: pending without a FailedScheduling event or condition")
+    """Pending pods that are not honestly unschedulable: the core places them (a gang: its
+    pending members as a whole, once enough are pending) on the final state."""
+    out: list[str] = []
     groups: dict[tuple[str, str], list[models.Pod]] = defaultdict(list)
     for pod in pending:
         if pod.group is not None and pod.group.min_member > 1:
@@ -462,7 +473,8 @@ def check(
     algo = batch.build(nodes=pool_nodes, bound_pods=live, profiles=profs, seed=0)
     for pdb in _pdbs(api, namespace):
         algo.cache.set_pdb(pdb)
-    report.lost += lost_pods(pending=pending, bound=bound, raw=raw, events=events, algo=algo)
+    report.lost += lost_pods(pending=pending, bound=bound, algo=algo)
+    report.unrecorded = unrecorded(pending, raw=raw, events=events)
     report.wrongful_evictions = wrongful_evictions(
         created=created, evicted=report.evicted, events=events
     )

@@ -90,6 +90,7 @@ class MixedRow:
     overcommitted_nodes: int
     partial_gangs: int
     wrongful_evictions: int
+    unrecorded: int
     seconds: float
 
 
@@ -160,7 +161,16 @@ class MixedRun:
             time.sleep(0.5)
         # Not settled: the checks below say which pods are stuck and why.
 
-    def check(self, *, test: str, fault: str, injected: dict[str, int]) -> mixedload.Report:
+    def check(
+        self,
+        *,
+        test: str,
+        fault: str,
+        injected: dict[str, int],
+        allow_unrecorded: bool = False,
+    ) -> mixedload.Report:
+        """Every promise (``mixedload.check``) plus no pod with two Bindings accepted;
+        records the results rows. ``allow_unrecorded``: see ``Report.failures``."""
         env = self.env
         report = mixedload.check(
             env.api,
@@ -189,13 +199,14 @@ class MixedRun:
             fault=fault, pods=report.pods, bound=report.bound, pending=len(report.pending),
             evicted=len(report.evicted), lost=len(report.lost), double_booked=len(doubles),
             overcommitted_nodes=over_nodes, partial_gangs=len(report.partial_gangs),
-            wrongful_evictions=len(report.wrongful_evictions), seconds=round(seconds, 1),
+            wrongful_evictions=len(report.wrongful_evictions),
+            unrecorded=len(report.unrecorded), seconds=round(seconds, 1),
         )  # fmt: skip
         print(f"mixed run: {row}")
         if path := os.environ.get("SPLITSCHED_FAULTS_REPORT"):
             with Path(f"{path}.mixed").open("a") as out:
                 out.write(json.dumps({**asdict(row), "injected": injected}) + "\n")
-        failures = report.failures()
+        failures = report.failures(allow_unrecorded=allow_unrecorded)
         if doubles:
             failures.append(f"pods with more than one Binding accepted: {doubles}")
         tracebacks = "\n".join(s.tracebacks() for s in env.stacks)
@@ -282,4 +293,7 @@ def test_mixed_binder_traffic_faults(
         test=request.node.name,
         fault="binders: lost 201s 50% (Bindings, Evictions), 503 15%, 429 10%, resets 10%",
         injected=injected,
+        # The FailedScheduling event and condition are written once, best effort: a 503
+        # or a reset on both leaves a pending pod without them (docs/faults.md, gaps).
+        allow_unrecorded=True,
     )

@@ -57,16 +57,11 @@ def lost(
     pending: list[models.Pod],
     *,
     pdbs: list[models.PodDisruptionBudget] = (),  # type: ignore[assignment]
-    recorded: bool = True,
 ) -> list[str]:
     algo = batch.build(nodes=nodes, bound_pods=bound, profiles=profiles.load_profiles(None))
     for pdb in pdbs:
         algo.cache.set_pdb(pdb)
-    raw = {
-        p.uid: unschedulable(p) if recorded else {"metadata": {"uid": p.uid}, "status": {}}
-        for p in pending
-    }
-    return mixedload.lost_pods(pending=pending, bound=bound, raw=raw, events=[], algo=algo)
+    return mixedload.lost_pods(pending=pending, bound=bound, algo=algo)
 
 
 def test_partial_gangs_flags_a_gang_bound_below_min_member() -> None:
@@ -85,14 +80,11 @@ def test_scheduled_more_than_once_counts_by_uid() -> None:
     assert invariants.scheduled_more_than_once(events) == ["ns/a (a): 2 Scheduled events"]
 
 
-def test_a_pending_pod_that_fits_or_has_no_failure_record_is_lost() -> None:
+def test_a_pending_pod_that_fits_is_lost() -> None:
     nodes = [node("n1")]
     assert lost(nodes, [], [pod("fits")]) == ["ns/fits: pending but fits on n1"]
     too_big = pod("big", cpu=2000)
     assert lost(nodes, [], [too_big]) == []
-    assert lost(nodes, [], [too_big], recorded=False) == [
-        "ns/big: pending without a FailedScheduling event or condition"
-    ]
     # A pod no profile schedules cannot be rechecked: that is reported, never passed.
     stranger = dataclasses.replace(too_big, scheduler_name="other")
     assert lost(nodes, [], [stranger]) == ["ns/big: no profile 'other' to recheck it with"]
@@ -164,3 +156,15 @@ def test_wrongful_evictions() -> None:
     assert any("gang pod is gone" in w for w in wrong)
     assert any("preemptionPolicy is Never" in w for w in wrong)
     assert any("high-0 (1000) preempted by mid-0 (500)" in w for w in wrong)
+
+
+def test_a_pending_pod_without_a_failed_scheduling_record_is_unrecorded() -> None:
+    quiet, condition, event = pod("quiet"), pod("condition"), pod("event")
+    raw = {p.uid: {"metadata": {"uid": p.uid}, "status": {}} for p in (quiet, event)}
+    raw[condition.uid] = unschedulable(condition)
+    events = [{"reason": "FailedScheduling", "regarding": {"uid": event.uid}}]
+    found = mixedload.unrecorded([quiet, condition, event], raw=raw, events=events)
+    assert found == ["ns/quiet: pending without a FailedScheduling event or condition"]
+    report = mixedload.Report(pods=3, bound=0, pending=[], evicted=[], unrecorded=found)
+    assert report.failures() == [f"unrecorded (1): {found[0]}"]
+    assert report.failures(allow_unrecorded=True) == []
