@@ -89,7 +89,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     metrics = BinderMetrics()
     kube = KubeClient(
-        endpoint, qps=args.qps, burst=args.burst, max_connections=max(1, args.workers)
+        endpoint, qps=args.qps, burst=args.burst, max_connections=2 * max(1, args.workers)
     )
     await kube.start()
     reporter = OutcomeReporter(

@@ -570,7 +570,13 @@ class BindingPool:
             if not self._active:
                 self._idle.set()
         if event and result.result == BOUND:
-            await self._write_scheduled_event(job)
+            # The Event is a second request per pod, as costly as the Binding: written
+            # beside the next binding rather than before it (kube-scheduler's recorder is
+            # asynchronous too), up to one per worker, then inline as back-pressure.
+            if len(self._side_tasks) < self._workers:
+                self._spawn(self._write_scheduled_event(job))
+            else:
+                await self._write_scheduled_event(job)
 
     async def _bind(
         self, job: BindJob, *, call: tracing.RetriedCall = tracing.NO_CALL
