@@ -7,6 +7,7 @@ itself happens in ``services.binder.worker.BindingPool``.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,21 @@ MAX_ATTEMPTS_CAP = 20
 MAX_VICTIMS = 1000
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+# The API's own rules for a namespace (DNS label) and a pod name (DNS subdomain). The names
+# go into request paths: "a/b" or ".." would address another URL than the pod's.
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def name_problems(prefix: str, namespace: str, name: str) -> list[str]:
+    """Why `namespace`/`name` cannot name a pod ("<prefix>namespace: ..."), if they cannot."""
+    out = []
+    if namespace and not (len(namespace) <= 63 and _DNS_LABEL.fullmatch(namespace)):
+        out.append(f"{prefix}namespace {namespace[:80]!r} is not a valid namespace name")
+    if name and not (len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name)):
+        out.append(f"{prefix}name {name[:80]!r} is not a valid pod name")
+    return out
 
 
 def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
@@ -41,6 +57,9 @@ def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
     ]
     if missing:
         return f"invalid request: {', '.join(missing)} empty"
+    bad = name_problems("pod.", request.pod.namespace, request.pod.name)
+    if bad:
+        return f"invalid request: {'; '.join(bad)}"
     if not request.HasField("deadline"):
         return "invalid request: deadline is required"
     deadline = request.deadline.seconds + request.deadline.nanos / 1e9
@@ -83,6 +102,9 @@ def validate_preempt(request: binder_pb2.PreemptRequest) -> str | None:
     ]
     if missing:
         return f"invalid request: {', '.join(missing)} empty"
+    bad = name_problems("preemptor.", pod.namespace, pod.name)
+    if bad:
+        return f"invalid request: {'; '.join(bad)}"
     if len(request.victims) > MAX_VICTIMS:
         return f"invalid request: {len(request.victims)} victims (at most {MAX_VICTIMS})"
     seen: set[tuple[str, str]] = {(pod.namespace, pod.name)}
@@ -94,6 +116,9 @@ def validate_preempt(request: binder_pb2.PreemptRequest) -> str | None:
         ]
         if missing:
             return f"invalid request: {', '.join(missing)} empty"
+        bad = name_problems(f"victims[{i}].", victim.namespace, victim.name)
+        if bad:
+            return f"invalid request: {'; '.join(bad)}"
         key = (victim.namespace, victim.name)
         if key in seen:
             what = "the preemptor" if key == (pod.namespace, pod.name) else "listed twice"
@@ -158,6 +183,9 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
             return binder_pb2.BinderAck(
                 accepted=False, reason="invalid request: pod.namespace and pod.name are required"
             )
+        bad = name_problems("pod.", request.pod.namespace, request.pod.name)
+        if bad:
+            return binder_pb2.BinderAck(accepted=False, reason=f"invalid request: {'; '.join(bad)}")
         reason = self._pool.report_unschedulable(
             namespace=request.pod.namespace,
             name=request.pod.name,

@@ -30,6 +30,7 @@ import grpc
 import numpy as np
 import yaml
 
+from services.scheduler import podcheck
 from services.scheduler.state import DecisionEvent, Outcome, Phase, PodRecord, SchedulerState
 from splitsched import wire
 from splitsched.core import algorithm, convert, models
@@ -251,7 +252,8 @@ def simulated_pods(
 
 
 def _check_proto_pod(msg: types_pb2.Pod, where: str) -> None:
-    """What the watcher's converter would have refused: negative quantities."""
+    """What the API server or the watcher's converter would have refused: negative
+    quantities, and what `podcheck` checks."""
     lists: list[tuple[str, Mapping[str, int]]] = [
         ("overhead", msg.overhead),
         ("pod_requests", msg.pod_requests),
@@ -265,6 +267,9 @@ def _check_proto_pod(msg: types_pb2.Pod, where: str) -> None:
         for resource, amount in resources.items():
             if amount < 0:
                 raise InvalidRequest(f"{where}{path}[{resource!r}]: must not be negative")
+    problem = podcheck.problem(msg)
+    if problem:
+        raise InvalidRequest(f"{where}{problem}")
 
 
 # ---- the servicer -----------------------------------------------------------------------

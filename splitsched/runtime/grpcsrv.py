@@ -18,6 +18,8 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from splitsched.runtime import grpcguard
+
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 AddServicer = Callable[[Any, grpc.aio.Server], None]
@@ -174,7 +176,9 @@ async def serve(
             ("grpc.max_connection_age_ms", int(max_connection_age_s * 1000)),
             ("grpc.max_connection_age_grace_ms", 10_000),
         ]
-    server = grpc.aio.server(options=options, interceptors=interceptors)
+    # Undecodable requests get INVALID_ARGUMENT, not UNKNOWN (see grpcguard).
+    guard = grpcguard.MalformedRequests()
+    server = grpc.aio.server(options=options, interceptors=(guard, *interceptors))
     for add, servicer in servicers:
         add(servicer, server)
     health_servicer = health.aio.HealthServicer()
