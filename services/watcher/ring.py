@@ -23,6 +23,7 @@ than this ring and gets a snapshot instead of a wrong resume.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -115,6 +116,9 @@ class Entry:
     # phase: two versions with equal fingerprints differ only in status a scheduler ignores
     # (a pod going Running, a node heartbeat), so the second is not sent (see `upsert`).
     fingerprint: bytes = b""
+    # The same promise taken from the API JSON before converting (pods only, see
+    # `listwatch.raw_pod_fingerprint`): an update with an equal one skips conversion.
+    raw_fingerprint: bytes = b""
 
     def visible_to(self, names: frozenset[str]) -> bool:
         return (
@@ -221,6 +225,16 @@ class ClusterHub:
         if old is None:
             return self._append(ADDED, entry, was_assigned=True)
         return self._append(MODIFIED, entry, was_assigned=old.assigned)
+
+    def absorb(self, kind: str, key: str, resource_version: str) -> None:
+        """Note a newer version of an object whose update changed nothing a scheduler reads
+        (the caller checked the fingerprint): the view remembers the new resourceVersion,
+        so a relist finds nothing to send; its body still carries the version sent."""
+        k = (kind, key)
+        old = self._view.get(k)
+        if old is not None:
+            self._view[k] = dataclasses.replace(old, resource_version=resource_version)
+            self.absorbed += 1
 
     def delete(self, kind: str, key: str, last: Entry | None = None) -> int | None:
         """Remove an object; the DELETED event carries `last` (its final state) when given,

@@ -562,3 +562,45 @@ def test_status_only_updates_are_absorbed_not_sent() -> None:
     node["spec"] = {"taints": [{"key": "k", "effect": "NoSchedule"}]}
     tainted = conv.node(node, NOW)
     assert tainted is not None and hub.upsert(tainted) == ring.MODIFIED
+
+
+def test_status_only_pod_updates_skip_conversion_in_the_watch_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The watch loop judges a pod update on its JSON first: a status-only one is absorbed
+    without converting, anything a scheduler reads is converted and sent."""
+    hub = ring.ClusterHub(ring_size=100)
+    reflector = listwatch.Reflector(
+        resource=listwatch.PODS,
+        hub=hub,
+        converter=listwatch.Converter(),
+        access=listwatch.KubeAccess("http://127.0.0.1:1", False, lambda: "tok"),
+        session=None,  # type: ignore[arg-type]  # handle_event does no I/O
+        metrics=listwatch.Metrics(None),
+    )
+    conversions: list[str] = []
+    convert = reflector._convert
+
+    def counting(obj: dict[str, Any], now: float) -> ring.Entry | None:
+        conversions.append(obj["metadata"]["resourceVersion"])
+        return convert(obj, now)
+
+    monkeypatch.setattr(reflector, "_convert", counting)
+
+    def event(type_: str, rv: str, *, phase: str = "Running", **spec: Any) -> None:
+        obj = _pod_json("p", nodeName="n1", **spec)
+        obj["metadata"]["resourceVersion"] = rv
+        obj["status"] = {"phase": phase, "podIP": f"10.0.0.{rv}"}
+        reflector.handle_event({"type": type_, "object": obj})
+
+    event("ADDED", "1", phase="Pending")
+    event("MODIFIED", "2")  # kwok: Running, an IP -- absorbed, not converted
+    assert conversions == ["1"] and hub.absorbed == 1
+    assert reflector.resource_version == "2"
+    entry = hub.get(ring.POD, "ns/p")
+    assert entry is not None and entry.resource_version == "2"
+    assert hub.last_sequence == hub.first_sequence  # one event (ADDED) in the ring
+    event("MODIFIED", "3", priority=7)  # the spec changed: converted and sent
+    event("MODIFIED", "4", phase="Succeeded", priority=7)  # terminal: leaves the view
+    assert conversions == ["1", "3", "4"]
+    assert hub.get(ring.POD, "ns/p") is None
