@@ -10,86 +10,30 @@ API server returns, and its model classes cost far more than the JSON we need.
 
 from __future__ import annotations
 
-import asyncio
-import email.utils
 import logging
-import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import aiohttp
-import orjson
 
-# Where the API server is and how to authenticate: shared with the scheduler's Lease client.
+from splitsched.runtime import kubeclient
+
+# Where the API server is, how to authenticate and how a request is made: shared with the
+# scheduler's Lease client.
 from splitsched.runtime.kubeclient import KubeEndpoint as KubeEndpoint
 from splitsched.runtime.kubeclient import load_endpoint as load_endpoint
-from splitsched.runtime.kubeclient import ssl_context
+from splitsched.runtime.kubeclient import parse_retry_after as parse_retry_after
 
 log = logging.getLogger(__name__)
 
 #: Per-request timeout when the caller gives none (seconds).
 DEFAULT_REQUEST_TIMEOUT = 10.0
 
-
-@dataclass(frozen=True)
-class HttpResult:
-    """One API response: status, decoded JSON body (or None) and a parsed Retry-After."""
-
-    status: int
-    body: Any
-    retry_after: float | None = None
-
-    @property
-    def message(self) -> str:
-        """The Status message the API server sent, or the raw body."""
-        if isinstance(self.body, dict):
-            return str(self.body.get("message") or self.body.get("reason") or "")
-        return "" if self.body is None else str(self.body)[:500]
+#: One API response (status, decoded body, Retry-After): the runtime client's.
+HttpResult = kubeclient.Response
 
 
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Retry-After in seconds (delta-seconds or an HTTP date); None when absent or bad."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    current = time.time() if now is None else now
-    return max(0.0, when.timestamp() - current)
-
-
-class RateLimiter:
-    """A token bucket (client-side ``--qps``/``--burst``, like client-go's); qps 0 = off."""
-
-    def __init__(self, *, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = float(max(1, burst))
-        self._tokens = self._burst
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        if self._qps <= 0:
-            return
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-                self._last = now
-                if self._tokens >= 1.0:
-                    self._tokens -= 1.0
-                    return
-                await asyncio.sleep((1.0 - self._tokens) / self._qps)
-
-
-class KubeClient:
+class KubeClient(kubeclient.KubeClient):
     """The few API calls the binder makes, on one shared aiohttp session.
 
     Network errors (``aiohttp.ClientError``, ``asyncio.TimeoutError``, ``OSError``)
@@ -104,69 +48,7 @@ class KubeClient:
         burst: int = 0,
         max_connections: int = 64,
     ) -> None:
-        self.endpoint = endpoint
-        self._limiter = RateLimiter(qps=qps, burst=burst or max(1, int(qps)))
-        self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
-
-    async def start(self) -> None:
-        """Open the connection pool (must run inside the event loop)."""
-        if self._session is None:
-            connector = aiohttp.TCPConnector(
-                ssl=ssl_context(self.endpoint),
-                limit=self._max_connections,
-                keepalive_timeout=60.0,
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode()
-            )
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        content_type: str = "application/json",
-        budget: float = DEFAULT_REQUEST_TIMEOUT,
-    ) -> HttpResult:
-        """One HTTP request taking at most ``budget`` seconds; JSON bodies are decoded."""
-        await self.start()
-        assert self._session is not None
-        await self._limiter.acquire()
-        headers = {"Accept": "application/json"}
-        if self.endpoint.auth_header is not None:
-            auth = self.endpoint.auth_header()
-            if auth:
-                headers["Authorization"] = auth
-        data: bytes | None = None
-        if body is not None:
-            data = orjson.dumps(body)
-            headers["Content-Type"] = content_type
-        async with self._session.request(
-            method,
-            self.endpoint.host + path,
-            data=data,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=max(0.05, budget)),
-        ) as resp:
-            raw = await resp.read()
-            decoded: Any = None
-            if raw:
-                try:
-                    decoded = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    decoded = raw.decode("utf-8", "replace")
-            return HttpResult(
-                status=resp.status,
-                body=decoded,
-                retry_after=parse_retry_after(resp.headers.get("Retry-After")),
-            )
+        super().__init__(endpoint, max_connections=max_connections, qps=qps, burst=burst)
 
     # -- the calls the binder makes --------------------------------------------------------
 
