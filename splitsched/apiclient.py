@@ -15,6 +15,8 @@ Exit codes scripts can rely on:
      unreadable file, a request too large
   3  the server could not be reached, was not ready, or failed
   4  not found: the scheduler does not track that pod
+  5  denied: the server refused this client's identity (PERMISSION_DENIED or
+     UNAUTHENTICATED); another certificate is needed, retrying will not help
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ EXIT_NEGATIVE = 1
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 3
 EXIT_NOT_FOUND = 4
+EXIT_DENIED = 5
 DEFAULT_SERVER = "127.0.0.1:50050"
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
@@ -185,6 +188,13 @@ def _rpc_error(exc: grpc.RpcError, server: str) -> int:
     if code in _BAD_INPUT_CODES:
         print(f"invalid: {detail}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if code in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+        # Reached and answered: retrying will not help, another identity (certificate) will.
+        print(
+            f"denied: scheduler at {server} refused this client's identity: {code.name}: {detail}",
+            file=sys.stderr,
+        )
+        return EXIT_DENIED
     print(f"error: scheduler at {server}: {code.name}: {detail}", file=sys.stderr)
     return EXIT_UNAVAILABLE
 

@@ -6,7 +6,8 @@ scheduled in queue order, one JSON line per pending pod, then a summary line.
 `splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
 scheduler (`splitsched.apiclient`).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
-names the object and field), 3 the server failed or is unreachable, 4 not found.
+names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
+server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED).
 """
 
 from __future__ import annotations
