@@ -35,6 +35,7 @@ from splitsched.core.nodetable import (
     PodGroup,
     with_label_keys,
 )
+from splitsched.core.plugins import masks
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -236,16 +237,16 @@ class InterPodAffinity:
     def _get_filter_state(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable
     ) -> _FilterState | None:
-        fs = state.read(_PREFILTER_KEY)
-        if isinstance(fs, _FilterState) and fs.mask.shape[0] == table.n:
-            return fs
-        return self._filter_state(pod, table)
+        return masks.prefiltered(
+            state,
+            key=_PREFILTER_KEY,
+            kind=_FilterState,
+            table=table,
+            compute=lambda: self._filter_state(pod, table),
+        )
 
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
-        fs = self._get_filter_state(state, pod, table)
-        if fs is None:
-            return np.ones(table.n, dtype=np.bool_)
-        return fs.mask
+        return masks.mask_or_all(self._get_filter_state(state, pod, table), table.n)
 
     def failure_reasons(
         self,
