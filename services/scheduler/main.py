@@ -632,22 +632,26 @@ class SchedulerService:
 
     async def binder_probe_loop(self) -> None:
         """Readiness needs a binder: ask the binders' target for its gRPC health every
-        couple of seconds (round robin spreads the checks; one SERVING answer is enough)."""
+        couple of seconds (round robin spreads the checks; one SERVING answer is enough).
+        Logs the first result (a binder never reached, say a TLS name mismatch, must not
+        leave the scheduler unready without a word), then every change."""
         stub = health_pb2_grpc.HealthStub(self.binders_channel)
         request = health_pb2.HealthCheckRequest(service="splitsched.v1.Binder")
+        logged: bool | None = None
         while not self.stopping.is_set():
             ok = False
             for _ in range(3):  # a NOT_SERVING binder: ask again, maybe another one
                 try:
                     resp = await stub.Check(request, timeout=BINDER_PROBE_SECONDS)
                 except grpc.aio.AioRpcError as exc:
-                    why = exc.code().name
+                    why = f"{exc.code().name}: {exc.details()}"
                     break
                 if resp.status == health_pb2.HealthCheckResponse.SERVING:
                     ok = True
                     break
                 why = health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
-            if ok != self.binders_ok:
+            if ok != logged:
+                logged = ok
                 if ok:
                     log.info("a binder at %s is SERVING", self.args.binders)
                 else:
