@@ -10,36 +10,26 @@ the PodScheduled condition.
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
-import sys
-import threading
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from kubernetes import client
 
-from splitsched.testing.controlplane import REPO_ROOT
 from splitsched.testing.kube import (
     create_kwok_nodes,
     create_pods,
     delete_nodes,
     make_pod,
-    service_account_kubeconfig,
     wait_for,
 )
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
+from tests.support.binderproc import BinderProcess, run_binder
 
 Outcome = scheduler_pb2.BindingOutcome
 
@@ -50,49 +40,6 @@ BINDER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
 ]
-
-
-@dataclass
-class CollectingScheduler:
-    """A fake ``Scheduler`` serving only ReportBindingOutcome; keeps what it is sent."""
-
-    outcomes: list[Outcome] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def report(
-        self, request: scheduler_pb2.ReportBindingOutcomeRequest, context: Any
-    ) -> scheduler_pb2.ReportBindingOutcomeResponse:
-        with self.lock:
-            self.outcomes.extend(request.outcomes)
-        return scheduler_pb2.ReportBindingOutcomeResponse(accepted=len(request.outcomes))
-
-    def outcome(self, decision_id: str, *, timeout: float = 30.0) -> Outcome:
-        def find() -> Outcome | None:
-            with self.lock:
-                return next((o for o in self.outcomes if o.decision_id == decision_id), None)
-
-        return wait_for(find, timeout=timeout, message=f"outcome of {decision_id}")
-
-
-@dataclass
-class BinderProcess:
-    proc: subprocess.Popen[str]
-    grpc_target: str
-    http_url: str
-    stub: binder_pb2_grpc.BinderStub
-    scheduler: CollectingScheduler
-    log_path: Path
-
-
-def _read_listen_line(proc: subprocess.Popen[str], *, timeout: float) -> str:
-    assert proc.stdout is not None
-    box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
-    reader.start()
-    reader.join(timeout)
-    if not box or not box[0]:
-        raise AssertionError("the binder did not print its listening line")
-    return box[0]
 
 
 @pytest.fixture
@@ -106,74 +53,11 @@ def kwok_nodes(kube_api: client.ApiClient) -> Iterator[list[str]]:
 
 @pytest.fixture
 def binder(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[BinderProcess]:
-    kubeconfig = service_account_kubeconfig(
-        kube_api, namespace=namespace, name="binder", cluster_role_rules=BINDER_RULES,
-        directory=tmp_path,
-    )  # fmt: skip
-    scheduler = CollectingScheduler()
-    sched_server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    handler = grpc.unary_unary_rpc_method_handler(
-        scheduler.report,
-        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
-        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
-    )
-    sched_server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(
-            "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
-        ),)
-    )  # fmt: skip
-    sched_port = sched_server.add_insecure_port("127.0.0.1:0")
-    sched_server.start()
-    log_path = tmp_path / "binder.log"
-    log_file = log_path.open("w")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "services.binder",
-            "--kubeconfig", str(kubeconfig),
-            "--listen", "127.0.0.1:0",
-            "--http-listen", "127.0.0.1:0",
-            "--scheduler", f"127.0.0.1:{sched_port}",
-            "--binder-id", "it-binder",
-            "--shutdown-grace", "5",
-        ],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=log_file, text=True,
-    )  # fmt: skip
-    channel: grpc.Channel | None = None
-    try:
-        line = _read_listen_line(proc, timeout=30)
-        match = re.search(r"grpc=(\S+) http=(\S+)", line)
-        assert match, line
-        grpc_target, http_addr = match.group(1), match.group(2)
-        http_url = f"http://{http_addr}"
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"{http_url}/readyz", timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        wait_for(ready, timeout=30, message="binder /readyz")
-        channel = grpc.insecure_channel(grpc_target)
-        yield BinderProcess(
-            proc=proc, grpc_target=grpc_target, http_url=http_url,
-            stub=binder_pb2_grpc.BinderStub(channel), scheduler=scheduler, log_path=log_path,
-        )  # fmt: skip
-    finally:
-        if channel is not None:
-            channel.close()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        log_file.close()
-        sched_server.stop(0)
+    with run_binder(
+        kube_api, namespace=namespace, directory=tmp_path, rules=BINDER_RULES,
+        extra_args=["--shutdown-grace", "5"],
+    ) as process:  # fmt: skip
+        yield process
 
 
 def _deadline(seconds: float = 30.0) -> Timestamp:

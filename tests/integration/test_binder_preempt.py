@@ -3,9 +3,9 @@
 The binder runs as ``python -m services.binder`` with the least-privilege kubeconfig the
 stack gives it (``splitsched.testing.stack.BINDER_RULES``: create pods/eviction, patch
 pods/status, get pods, create events, create pods/binding) and reports to a fake
-``Scheduler`` gRPC server in the test (``CollectingScheduler`` from the binder's
-integration tests). Victims are bound to a kwok node (kwok makes them Running and Ready);
-what the binder did is read back with the admin client.
+``Scheduler`` gRPC server in the test (``tests.support.binderproc``). Victims are bound to
+a kwok node (kwok makes them Running and Ready); what the binder did is read back with the
+admin client.
 
 There is no kube-controller-manager here, so no disruption controller fills in the
 PodDisruptionBudget's status, and the Eviction API refuses every eviction of a pod under a
@@ -17,120 +17,40 @@ status subresource with the admin client.
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from splitsched.testing.controlplane import REPO_ROOT
 from splitsched.testing.kube import (
     bind_pod,
     create_kwok_nodes,
     create_pods,
     delete_nodes,
     make_pod,
-    service_account_kubeconfig,
     wait_for,
 )
 from splitsched.testing.stack import BINDER_RULES
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
-from tests.integration.test_binder import BinderProcess, CollectingScheduler
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
+from tests.support.binderproc import BinderProcess, run_binder
 
 Outcome = scheduler_pb2.BindingOutcome
 
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def _listen_line(proc: subprocess.Popen[str], *, timeout: float) -> str:
-    """The binder's ``listening`` line (read in a thread so a silent binder cannot hang us)."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        assert proc.stdout is not None
-        line = pool.submit(proc.stdout.readline).result(timeout=timeout)
-    if not line:
-        raise AssertionError("the binder did not print its listening line")
-    return line
-
-
 @pytest.fixture
 def binder(kube_api: client.ApiClient, namespace: str, tmp_path: Path) -> Iterator[BinderProcess]:
-    kubeconfig = service_account_kubeconfig(
-        kube_api, namespace=namespace, name="binder", cluster_role_rules=BINDER_RULES,
-        directory=tmp_path,
-    )  # fmt: skip
-    scheduler = CollectingScheduler()
-    sched_server = grpc.server(ThreadPoolExecutor(max_workers=4))
-    handler = grpc.unary_unary_rpc_method_handler(
-        scheduler.report,
-        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
-        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
-    )
-    sched_server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler(
-            "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
-        ),)
-    )  # fmt: skip
-    sched_port = sched_server.add_insecure_port("127.0.0.1:0")
-    sched_server.start()
-    log_path = tmp_path / "binder.log"
-    log_file = log_path.open("w")
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "services.binder",
-            "--kubeconfig", str(kubeconfig),
-            "--listen", "127.0.0.1:0",
-            "--http-listen", "127.0.0.1:0",
-            "--scheduler", f"127.0.0.1:{sched_port}",
-            "--binder-id", "it-binder",
-            "--shutdown-grace", "2",
-            "--preempt-deadline", "10",
-        ],
-        cwd=REPO_ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE, stderr=log_file, text=True,
-    )  # fmt: skip
-    channel: grpc.Channel | None = None
-    try:
-        match = re.search(r"grpc=(\S+) http=(\S+)", _listen_line(proc, timeout=30))
-        assert match
-        grpc_target, http_url = match.group(1), f"http://{match.group(2)}"
-
-        def ready() -> bool:
-            try:
-                with urllib.request.urlopen(f"{http_url}/readyz", timeout=2) as resp:
-                    return bool(resp.status == 200)
-            except OSError:
-                return False
-
-        wait_for(ready, timeout=30, message="binder /readyz")
-        channel = grpc.insecure_channel(grpc_target)
-        yield BinderProcess(
-            proc=proc, grpc_target=grpc_target, http_url=http_url,
-            stub=binder_pb2_grpc.BinderStub(channel), scheduler=scheduler, log_path=log_path,
-        )  # fmt: skip
-    finally:
-        if channel is not None:
-            channel.close()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        log_file.close()
-        sched_server.stop(0)
+    with run_binder(
+        kube_api, namespace=namespace, directory=tmp_path, rules=BINDER_RULES,
+        extra_args=["--shutdown-grace", "2", "--preempt-deadline", "10"],
+    ) as process:  # fmt: skip
+        yield process
 
 
 @pytest.fixture
