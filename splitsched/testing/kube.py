@@ -12,7 +12,9 @@ the official ``kubernetes`` client with plain dict manifests:
   it, since there is no kube-controller-manager to do so);
 * ``bind_pod`` POSTs a ``Binding`` (the client cannot decode that response, so it is read raw);
 * ``service_account_kubeconfig`` writes a kubeconfig for a ServiceAccount with exactly the
-  RBAC rules given, using a TokenRequest token.
+  RBAC rules given, using a TokenRequest token;
+* ``create_priority_classes`` / ``create_pdb_allowing_no_disruption`` set up preemption
+  tests (the PDB with the status a disruption controller would publish: none runs here).
 """
 
 from __future__ import annotations
@@ -338,6 +340,66 @@ def delete_namespace(
 
 
 # -- service accounts ----------------------------------------------------------------------
+
+
+def create_priority_classes(
+    api: client.ApiClient, classes: Mapping[str, tuple[int, str]], *, prefix: str
+) -> dict[str, str]:
+    """One PriorityClass per key of `classes` (value, preemptionPolicy), named
+    ``<prefix>-<key>-<random>`` (they are cluster-scoped); returns key -> class name."""
+    sched = client.SchedulingV1Api(api)
+    suffix = uuid.uuid4().hex[:5]
+    names = {}
+    for key, (value, policy) in classes.items():
+        name = f"{prefix}-{key}-{suffix}"
+        sched.create_priority_class(
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+                "preemptionPolicy": policy,
+            }
+        )
+        names[key] = name
+    return names
+
+
+def delete_priority_classes(api: client.ApiClient, names: Mapping[str, str]) -> None:
+    sched = client.SchedulingV1Api(api)
+    for name in names.values():
+        sched.delete_priority_class(name)
+
+
+def create_pdb_allowing_no_disruption(
+    api: client.ApiClient, *, namespace: str, name: str, spec: Manifest
+) -> None:
+    """A PodDisruptionBudget (`spec`: its selector and minAvailable or maxUnavailable) and
+    the status a disruption controller would compute for one healthy pod and no disruption
+    allowed: no controller runs here, and the Eviction API reads that status."""
+    policy = client.PolicyV1Api(api)
+    policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+    policy.patch_namespaced_pod_disruption_budget_status(
+        name,
+        namespace,
+        {
+            "status": {
+                "disruptionsAllowed": 0,
+                "currentHealthy": 1,
+                "desiredHealthy": 1,
+                "expectedPods": 1,
+                "observedGeneration": 1,
+            }
+        },
+    )
 
 
 def service_account_kubeconfig(

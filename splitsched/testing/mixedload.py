@@ -129,56 +129,20 @@ def create_pool(api: client.ApiClient, plan: Plan) -> Pool:
 
 def create_priority_classes(api: client.ApiClient) -> dict[str, str]:
     """One PriorityClass per role; returns role -> class name."""
-    sched = client.SchedulingV1Api(api)
-    suffix = uuid.uuid4().hex[:5]
-    names = {}
-    for role, (value, policy) in PRIORITIES.items():
-        name = f"mixed-{role}-{suffix}"
-        sched.create_priority_class(
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-                "preemptionPolicy": policy,
-            }
-        )
-        names[role] = name
-    return names
+    return kube.create_priority_classes(api, PRIORITIES, prefix="mixed")
 
 
 def delete_priority_classes(api: client.ApiClient, names: Mapping[str, str]) -> None:
-    sched = client.SchedulingV1Api(api)
-    for name in names.values():
-        sched.delete_priority_class(name)
+    kube.delete_priority_classes(api, names)
 
 
 def create_guard_pdb(api: client.ApiClient, namespace: str) -> None:
-    """A PDB over the guarded fillers that allows no disruption. No disruption controller
-    runs here, so the status it would compute is written by hand (the API server's
-    Eviction handler reads it)."""
-    policy = client.PolicyV1Api(api)
-    policy.create_namespaced_pod_disruption_budget(
-        namespace,
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": GUARD_PDB},
-            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {GUARD_LABEL: "yes"}}},
-        },
-    )
-    policy.patch_namespaced_pod_disruption_budget_status(
-        GUARD_PDB,
-        namespace,
-        {
-            "status": {
-                "disruptionsAllowed": 0,
-                "currentHealthy": 1,
-                "desiredHealthy": 1,
-                "expectedPods": 1,
-                "observedGeneration": 1,
-            }
-        },
+    """A PDB over the guarded fillers that allows no disruption."""
+    kube.create_pdb_allowing_no_disruption(
+        api,
+        namespace=namespace,
+        name=GUARD_PDB,
+        spec={"maxUnavailable": 0, "selector": {"matchLabels": {GUARD_LABEL: "yes"}}},
     )
 
 

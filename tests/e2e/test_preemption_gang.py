@@ -4,7 +4,6 @@ or nothing, on the real control plane. Checked from the API server's objects."""
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,30 +17,15 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def priority_classes(kube_api: client.ApiClient) -> Iterator[dict[str, str]]:
-    sched = client.SchedulingV1Api(kube_api)
-    suffix = uuid.uuid4().hex[:5]
     classes = {
         "low": (10, "PreemptLowerPriority"),
         "mid": (50, "PreemptLowerPriority"),
         "high": (1000, "PreemptLowerPriority"),
         "polite": (1000, "Never"),
     }
-    names = {}
-    for key, (value, policy) in classes.items():
-        name = f"e2e-{key}-{suffix}"
-        sched.create_priority_class(
-            {
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-                "preemptionPolicy": policy,
-            }
-        )
-        names[key] = name
+    names = kube.create_priority_classes(kube_api, classes, prefix="e2e")
     yield names
-    for name in names.values():
-        sched.delete_priority_class(name)
+    kube.delete_priority_classes(kube_api, names)
 
 
 def pool_nodes(api: client.ApiClient, pool: str, count: int, cpu: str) -> list[str]:
@@ -138,29 +122,11 @@ def test_pdb_steers_the_choice_and_never_policy_does_not_preempt(
         other_node = kube.wait_for(
             lambda: node_of(kube_api, namespace, "other"), timeout=60, message="bound"
         )
-        policy = client.PolicyV1Api(kube_api)
-        policy.create_namespaced_pod_disruption_budget(
-            namespace,
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": {"name": "db"},
-                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
-            },
-        )
-        # No disruption controller runs here: publish the status it would compute.
-        policy.patch_namespaced_pod_disruption_budget_status(
-            "db",
-            namespace,
-            {
-                "status": {
-                    "disruptionsAllowed": 0,
-                    "currentHealthy": 1,
-                    "desiredHealthy": 1,
-                    "expectedPods": 1,
-                    "observedGeneration": 1,
-                }
-            },
+        kube.create_pdb_allowing_no_disruption(
+            kube_api,
+            namespace=namespace,
+            name="db",
+            spec={"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
         )
         time.sleep(1)
         polite = pod_on_pool("polite", pool, "2", priority_class_name=priority_classes["polite"])

@@ -102,19 +102,12 @@ ELECTION = ["--lease-duration", "6", "--renew-deadline", "4", "--retry-period", 
 
 @pytest.fixture
 def priority_classes(kube_api: client.ApiClient) -> Iterator[dict[str, str]]:
-    sched = client.SchedulingV1Api(kube_api)
-    suffix = uuid.uuid4().hex[:5]
-    names = {key: f"faults-{key}-{suffix}" for key in ("low", "high")}
-    for key, value in (("low", 10), ("high", 1000)):
-        sched.create_priority_class(
-            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-             "metadata": {"name": names[key]}, "value": value}
-        )  # fmt: skip
+    classes = {"low": (10, "PreemptLowerPriority"), "high": (1000, "PreemptLowerPriority")}
+    names = kube.create_priority_classes(kube_api, classes, prefix="faults")
     try:
         yield names
     finally:
-        for name in names.values():
-            sched.delete_priority_class(name)
+        kube.delete_priority_classes(kube_api, names)
 
 
 def pod_status(api: client.ApiClient, namespace: str, name: str) -> tuple[str, str] | None:
