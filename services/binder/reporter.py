@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from services.binder.metrics import BinderMetrics
+from splitsched.runtime.retry import backoff_delay
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 log = logging.getLogger(__name__)
@@ -165,8 +166,9 @@ class OutcomeReporter:
             self._channel = None
 
     def _backoff(self) -> float:
-        ceiling = min(self._backoff_cap, self._backoff_base * (2 ** min(self._failures - 1, 30)))
-        return self._rng.uniform(0.0, ceiling)
+        return backoff_delay(
+            self._failures, base=self._backoff_base, cap=self._backoff_cap, rng=self._rng
+        )
 
     async def _run(self) -> None:
         while not self._closing:

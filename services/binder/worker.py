@@ -58,6 +58,7 @@ from services.binder.kubeapi import HttpResult, KubeClient
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from splitsched.runtime import tracing
+from splitsched.runtime.retry import backoff_delay
 from splitsched.v1 import scheduler_pb2, types_pb2
 
 log = logging.getLogger(__name__)
@@ -208,12 +209,6 @@ class Eviction:
     message: str
     attempts: int
     last_status: int
-
-
-def backoff_delay(attempt: int, *, base: float, cap: float, rng: random.Random) -> float:
-    """Full jitter: uniform in [0, min(cap, base * 2**(attempt-1))] after ``attempt`` failures."""
-    ceiling = min(cap, base * (2 ** min(max(attempt - 1, 0), 30)))
-    return rng.uniform(0.0, ceiling)
 
 
 def micro_time(when: float) -> str:

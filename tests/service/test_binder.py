@@ -25,8 +25,9 @@ from services.binder.kubeapi import KubeClient, KubeEndpoint, parse_retry_after
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer
-from services.binder.worker import BindingPool, backoff_delay
+from services.binder.worker import BindingPool
 from splitsched.runtime import grpcsrv
+from splitsched.runtime.retry import backoff_delay
 from splitsched.v1 import (
     binder_pb2,
     binder_pb2_grpc,
