@@ -25,7 +25,7 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import CHANNEL_OPTIONS, OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.worker import BindingPool
-from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security, tracing
+from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 log = logging.getLogger("splitsched.binder")
@@ -183,16 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--workers and --max-pending must be at least 1")
     if args.preempt_deadline <= 0:
         parser.error("--preempt-deadline must be positive")
-    tracing.setup("binder")
-    try:
-        return eventloop.run(run(args))
-    except config.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        tracing.shutdown()
+    return eventloop.run_service("binder", run(args))
 
 
 if __name__ == "__main__":

@@ -745,14 +745,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup("scheduler", json_lines=bool(args.log_json), level=args.log_level)
     if args.settle_seconds is None:
         args.settle_seconds = 3.0 if args.leader_elect else 0.0
-    tracing.setup("scheduler")
-    try:
-        return eventloop.run(_run(args))
-    except (profiles.ProfileError, OSError, leader.LeaderElectionError, config.ConfigError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    finally:
-        tracing.shutdown()
+    return eventloop.run_service(
+        "scheduler",
+        _run(args),
+        errors=(profiles.ProfileError, OSError, leader.LeaderElectionError, config.ConfigError),
+    )
 
 
 async def _run(args: argparse.Namespace) -> int:

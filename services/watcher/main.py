@@ -21,7 +21,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry, Gauge
 
 from services.watcher import listwatch, ring, server
-from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security, tracing
+from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security
 from splitsched.v1 import watcher_pb2
 
 log = logging.getLogger("services.watcher")
@@ -143,16 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup("watcher", json_lines=bool(args.log_json), level=args.log_level)
     if args.ring_size < 1 or args.page_size < 1:
         parser.error("--ring-size and --page-size must be at least 1")
-    tracing.setup("watcher")
-    try:
-        return eventloop.run(run(args))
-    except config.ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    finally:
-        tracing.shutdown()
+    return eventloop.run_service("watcher", run(args))
 
 
 if __name__ == "__main__":

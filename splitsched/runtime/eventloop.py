@@ -2,6 +2,9 @@
 install has it), else on the standard loop. ``SPLITSCHED_EVENT_LOOP=asyncio`` forces the
 standard loop, to compare or to rule uvloop out when debugging.
 
+Each service's ``main`` runs its coroutine through `run_service` (the watcher, binder and
+scheduler ``main.py``): tracing set up and flushed around it, exit codes for errors.
+
 Why: a binder spends a fifth of its CPU in TLS and another tenth in aiohttp's transport, and
 the watcher and the scheduler move every event through the loop; uvloop's transports and
 its TLS layer are C (Cython) where asyncio's are Python.
@@ -12,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from splitsched.runtime import config, tracing
 
 log = logging.getLogger(__name__)
 
@@ -41,3 +47,23 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on the loop `loop_factory` picks."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
         return runner.run(main)
+
+
+def run_service(
+    component: str,
+    main: Coroutine[Any, Any, int],
+    *,
+    errors: tuple[type[Exception], ...] = (config.ConfigError,),
+) -> int:
+    """Run a service's main coroutine with tracing set up (and its spans flushed at the
+    end): exit 2 with the message on one of `errors` (bad configuration), 130 on Ctrl-C."""
+    tracing.setup(component)
+    try:
+        return run(main)
+    except errors as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        tracing.shutdown()
