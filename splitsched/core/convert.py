@@ -603,7 +603,8 @@ def _identity(obj: object) -> tuple[str, str, str]:
     )
 
 
-def _pod(obj: object) -> models.Pod:
+def _named(obj: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The object, its metadata and its name, which pods and nodes must have."""
     if not isinstance(obj, dict):
         raise _Bad("", f"expected an object, got {_type_name(obj)}")
     meta = obj.get("metadata")
@@ -612,6 +613,11 @@ def _pod(obj: object) -> models.Pod:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise _Bad("metadata.name", "required" if name is None else "expected a non-empty string")
+    return obj, meta, name
+
+
+def _pod(obj: object) -> models.Pod:
+    obj, meta, name = _named(obj)
     namespace = _str(meta.get("namespace"), "metadata.namespace") or "default"
     labels = _str_map(meta.get("labels"), "metadata.labels")
     annotations = _str_map(meta.get("annotations"), "metadata.annotations")
@@ -768,14 +774,7 @@ def _taint(value: object) -> models.Taint:
 
 
 def _node(obj: object) -> models.Node:
-    if not isinstance(obj, dict):
-        raise _Bad("", f"expected an object, got {_type_name(obj)}")
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        raise _Bad("metadata", f"expected an object, got {_type_name(meta)}")
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        raise _Bad("metadata.name", "required" if name is None else "expected a non-empty string")
+    obj, meta, name = _named(obj)
     spec = _obj(obj.get("spec"), "spec")
     status = _obj(obj.get("status"), "status")
     raw_allocatable = status.get("allocatable")
