@@ -204,6 +204,9 @@ def simulated_pods(
             raise InvalidRequest(f"at most {MAX_SIMULATE_PODS} pods per Simulate call")
         if pod.invalid_reason:
             raise InvalidRequest(f"{where}pod {pod.key}: {pod.invalid_reason}")
+        problem = podcheck.resource_problem(pod)
+        if problem:
+            raise InvalidRequest(f"{where}pod {pod.key}: {problem}")
         if pod.scheduler_name not in profiles:
             raise InvalidRequest(
                 f"{where}pod {pod.key}: spec.schedulerName: {pod.scheduler_name!r} is not a "

@@ -11,8 +11,10 @@ failing inside a plugin. Called by `services.scheduler.api`; pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 
+from splitsched.core import models
 from splitsched.v1 import types_pb2
 
 NODE_SELECTOR_OPS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
@@ -24,6 +26,12 @@ POLICIES = frozenset({"", "Honor", "Ignore"})
 PREEMPTION_POLICIES = frozenset({"", "PreemptLowerPriority", "Never"})
 PROTOCOLS = frozenset({"", "TCP", "UDP", "SCTP"})
 INT32_MAX = 2**31 - 1
+STANDARD_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
+POD_LEVEL_RESOURCES = frozenset({"cpu", "memory"})
+# An extended resource: a DNS-subdomain prefix, "/", a name (the API's qualified name).
+_QUALIFIED = re.compile(
+    r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+)
 
 
 class _Bad(ValueError):
@@ -143,4 +151,37 @@ def problem(pod: types_pb2.Pod) -> str | None:
         _check(pod)
     except _Bad as exc:
         return str(exc)
+    return None
+
+
+def _resource_ok(name: str, *, pod_level: bool) -> bool:
+    if name.startswith("hugepages-") and len(name) > len("hugepages-"):
+        return True
+    if pod_level:
+        return name in POD_LEVEL_RESOURCES
+    return name in STANDARD_RESOURCES or bool(len(name) <= 317 and _QUALIFIED.fullmatch(name))
+
+
+def resource_problem(pod: models.Pod) -> str | None:
+    """The first resource name the API server would refuse in `pod`'s requests, as
+    "<field path>: ...". Such names never reach the scheduler from the watcher; in Simulate
+    a pod could be placed with one (no plugin knows it) and leave a column for it behind."""
+    lists: list[tuple[str, Mapping[str, int], bool]] = [
+        ("overhead", pod.overhead, False),
+        ("pod_requests", pod.pod_requests, True),
+    ]
+    for field, containers in (
+        ("containers", pod.containers),
+        ("init_containers", pod.init_containers),
+    ):
+        lists += [(f"{field}[{i}].requests", c.requests, False) for i, c in enumerate(containers)]
+    for path, resources, pod_level in lists:
+        for name in resources:
+            if not _resource_ok(name, pod_level=pod_level):
+                allowed = (
+                    "cpu, memory, hugepages-<size>"
+                    if pod_level
+                    else ("cpu, memory, ephemeral-storage, hugepages-<size> or <domain>/<name>")
+                )
+                return f"{path}[{name[:80]!r}]: not a resource name the API accepts ({allowed})"
     return None

@@ -7,7 +7,8 @@ that is not UTF-8) fails inside gRPC's deserializer and the client sees UNKNOWN
 returns a marker instead of raising, and the handler aborts with INVALID_ARGUMENT naming
 the expected message type before the servicer runs. Only unary-request methods are
 wrapped (all of the contract's); client-streaming ones such as reflection keep gRPC's
-default.
+default. `checked_unary` / `checked_stream` wrap a handler behind any async check, for
+other interceptors too.
 """
 
 from __future__ import annotations
@@ -42,26 +43,29 @@ def _lenient(deserializer: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
     return decode
 
 
-async def _abort(context: grpc.aio.ServicerContext[Any, Any], bad: Malformed) -> None:
-    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)
+#: Runs before a handler; aborts the call to refuse it.
+Check = Callable[[Any, "grpc.aio.ServicerContext[Any, Any]"], Awaitable[None]]
 
 
-def _wrap_unary(behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+def checked_unary(check: Check, behavior: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+    """A unary-response handler that runs `check` first (any interceptor can use it)."""
+
     async def unary(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        if isinstance(request, Malformed):
-            await _abort(context, request)
+        await check(request, context)
         result = behavior(request, context)
         return await result if inspect.isawaitable(result) else result
 
     return unary
 
 
-def _wrap_stream(behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+def checked_stream(check: Check, behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+    """A server-streaming handler that runs `check` first; `behavior` may be an async or
+    sync generator, or a coroutine that writes with context.write()."""
+
     async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        if isinstance(request, Malformed):
-            await _abort(context, request)
+        await check(request, context)
         result = behavior(request, context)
-        if inspect.isawaitable(result):  # a handler that writes with context.write()
+        if inspect.isawaitable(result):
             await result
         elif hasattr(result, "__aiter__"):
             async for item in result:
@@ -71,6 +75,11 @@ def _wrap_stream(behavior: Callable[..., Any]) -> Callable[..., AsyncIterator[An
                 yield item
 
     return stream
+
+
+async def _refuse_malformed(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    if isinstance(request, Malformed):
+        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message)
 
 
 class MalformedRequests(grpc.aio.ServerInterceptor):
@@ -86,8 +95,8 @@ class MalformedRequests(grpc.aio.ServerInterceptor):
             return handler
         fields: dict[str, Any] = {"request_deserializer": _lenient(handler.request_deserializer)}
         if handler.unary_unary is not None:
-            fields["unary_unary"] = _wrap_unary(handler.unary_unary)
+            fields["unary_unary"] = checked_unary(_refuse_malformed, handler.unary_unary)
         if handler.unary_stream is not None:
-            fields["unary_stream"] = _wrap_stream(handler.unary_stream)
+            fields["unary_stream"] = checked_stream(_refuse_malformed, handler.unary_stream)
         replaced: Handler = handler._replace(**fields)  # type: ignore[attr-defined]
         return replaced

@@ -487,14 +487,20 @@ def describe(answer: Answer) -> str:
     return answer.code.name + ("" if accepted is None else f" accepted={bool(accepted)}")
 
 
-def fingerprint(state: SchedulerState) -> tuple[object, ...]:
+def fingerprint(state: SchedulerState) -> dict[str, object]:
     """The scheduler's view and bookkeeping: what no rejected or read-only call may change."""
-    return (
-        api_support.fingerprint(state),
-        sorted((r.pod.uid, r.phase.value, r.node) for r in state.iter_records()),
-        sorted(state.decisions),
-        len(state.recent_events),
-    )
+    table = state.cache.table
+    return {
+        "resources": list(table.resource_names),
+        "requested": table.requested.tolist(),
+        "pods": [sorted(row) for row in table.pods],
+        "cache": sorted((c.uid, c.state.value, c.node_name) for c in state.cache),
+        "rng": state.algo.rng.getstate(),
+        "queue": len(state.queue),
+        "records": sorted((r.pod.uid, r.phase.value, r.node) for r in state.iter_records()),
+        "decisions": sorted(state.decisions),
+        "events": len(state.recent_events),
+    }
 
 
 def field_names(cls: type[_message.Message]) -> set[str]:
@@ -550,27 +556,30 @@ def valid_ref(ref: Any) -> bool:
 
 @pytest.mark.parametrize("rpc", RPCS, ids=str)
 def test_fuzzed_requests_get_ok_or_a_clear_error_and_change_nothing(env: Env, rpc: Rpc) -> None:
-    before = env.loop.run(_async(fingerprint, env.state))
+    start = view(env)
 
     @FUZZ
     @given(request=strategy_for(rpc, env))
     def check(request: Any) -> None:
+        before = view(env)
         answer = env.loop.run(call(env.channel(rpc), rpc, request))
         event(describe(answer))
         check_answer(env, rpc, request, answer)
-        assert env.loop.run(_async(fingerprint, env.state)) == before, f"{rpc} changed the view"
+        assert_unchanged(rpc, before, view(env))
 
     check()
+    assert_unchanged(rpc, start, view(env))
     assert_still_serving(env)
 
 
 @pytest.mark.parametrize("rpc", RPCS, ids=str)
 def test_malformed_wire_bytes_get_invalid_argument(env: Env, rpc: Rpc) -> None:
-    before = env.loop.run(_async(fingerprint, env.state))
+    start = view(env)
 
     @FUZZ
     @given(data=protofuzz.wire_bytes(rpc.request))
     def check(data: bytes) -> None:
+        before = view(env)
         try:
             request: Any = rpc.request.FromString(data)
         except Exception:
@@ -583,14 +592,25 @@ def test_malformed_wire_bytes_get_invalid_argument(env: Env, rpc: Rpc) -> None:
             assert rpc.request.DESCRIPTOR.full_name in answer.details
         else:
             check_answer(env, rpc, request, answer)
-        assert env.loop.run(_async(fingerprint, env.state)) == before, f"{rpc} changed the view"
+        assert_unchanged(rpc, before, view(env))
 
     check()
+    assert_unchanged(rpc, start, view(env))
     assert_still_serving(env)
 
 
 async def _async(fn: Callable[[SchedulerState], T], state: SchedulerState) -> T:
     return fn(state)
+
+
+def view(env: Env) -> dict[str, object]:
+    """The scheduler's fingerprint, read on the servers' loop."""
+    return env.loop.run(_async(fingerprint, env.state))
+
+
+def assert_unchanged(rpc: Rpc, before: dict[str, object], after: dict[str, object]) -> None:
+    changed = {k: (before[k], after[k]) for k in before if before[k] != after[k]}
+    assert not changed, f"{rpc} changed the scheduler's view: {changed}"
 
 
 def assert_still_serving(env: Env) -> None:
@@ -629,7 +649,7 @@ def _unknown_field(number: int, size: int) -> bytes:
 def test_request_over_the_message_limit_is_resource_exhausted(env: Env, rpc: Rpc) -> None:
     """A valid request padded past 8 MiB (an unknown field, which decoders would skip) is
     refused by the server's limit before any handler sees it; the server goes on."""
-    before = env.loop.run(_async(fingerprint, env.state))
+    before = view(env)
     payload = bases(env)[str(rpc)].SerializeToString() + _unknown_field(1000, MAX_MESSAGE)
 
     async def send() -> Answer:
@@ -640,7 +660,7 @@ def test_request_over_the_message_limit_is_resource_exhausted(env: Env, rpc: Rpc
 
     answer = env.loop.run(send())
     assert answer.code is Code.RESOURCE_EXHAUSTED, f"{rpc}: {answer}"
-    assert env.loop.run(_async(fingerprint, env.state)) == before
+    assert_unchanged(rpc, before, view(env))
     assert_still_serving(env)
 
 
