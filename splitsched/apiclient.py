@@ -288,8 +288,8 @@ def _show_pod(args: argparse.Namespace) -> int:
         print()
         print(
             table(
-                ("NODE", "WHY NOT (LAST ATTEMPT)"),
-                [(f.node, "; ".join(f.reasons)) for f in p.last_failures],
+                ("NODE", "PLUGIN", "WHY NOT (LAST ATTEMPT)"),
+                [(f.node, f.plugin or "-", "; ".join(f.reasons)) for f in p.last_failures],
             )
         )
     return EXIT_OK

@@ -356,8 +356,13 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
             queue=self.state.queue.place_of(rec.pod.uid) or "",
             group=rec.pod.group.name if rec.pod.group else "",
         )
+        plugins = rec.failed_node_plugins
         for node, reason in rec.failed_node_reasons.items():
-            msg.last_failures.add(node=node, reasons=reason.split("; ") if reason else [])
+            msg.last_failures.add(
+                node=node,
+                plugin=plugins.get(node, ""),
+                reasons=reason.split("; ") if reason else [],
+            )
         if rec.first_seen:
             wire.timestamp_from_float(rec.first_seen + wall, msg.first_seen)
         if rec.last_attempt:

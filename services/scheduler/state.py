@@ -85,6 +85,8 @@ class PodRecord:
     bind_attempts: int = 0
     message: str = ""
     failed_node_reasons: dict[str, str] = field(default_factory=dict)
+    #: The plugin that rejected each node of `failed_node_reasons` (when one did).
+    failed_node_plugins: dict[str, str] = field(default_factory=dict)
     first_seen: float = 0.0
     last_attempt: float = 0.0
     last_reported_unschedulable: float = -1e18
@@ -408,6 +410,8 @@ class SchedulerState:
         )
         self.queue.add_unschedulable(qp, plugins=wait.failed_plugins, events=events)
         kept = dict(itertools.islice(wait.failed_node_reasons.items(), MAX_KEPT_NODE_REASONS))
+        plugins = wait.failed_node_plugins
+        rec.failed_node_plugins = {n: plugins[n] for n in kept if n in plugins}
         return self._unschedulable(rec, wait.summary, kept, now)
 
     def _decide(

@@ -52,6 +52,9 @@ class WaitInfo:
     reason_counts: Mapping[str, int]
     failed_plugins: frozenset[str]
     failed_node_reasons: Mapping[str, str] = field(default_factory=dict)
+    #: Per node of `failed_node_reasons`, the Filter plugin (or pseudo-plugin such as
+    #: PodValidation) that rejected it; absent where no plugin did (not suggested).
+    failed_node_plugins: Mapping[str, str] = field(default_factory=dict)
     total_nodes: int = 0
 
 
@@ -199,6 +202,7 @@ class FrameworkAlgorithm:
             reason_counts=counts,
             failed_plugins=frozenset({plugin}),
             failed_node_reasons={name: "; ".join(reasons) for name in self.table.names},
+            failed_node_plugins=dict.fromkeys(self.table.names, plugin),
             total_nodes=n,
         )
 
@@ -248,6 +252,7 @@ class FrameworkAlgorithm:
     ) -> WaitInfo:
         counts: Counter[str] = Counter()
         node_reasons: dict[str, str] = {}
+        node_plugins: dict[str, str] = {}
         failed: set[str] = set()
         names = self.table.names
         for i, plugin in enumerate(profile.filter):
@@ -259,6 +264,7 @@ class FrameworkAlgorithm:
             for row, rs in zip(rows.tolist(), reasons, strict=True):
                 counts.update(rs)
                 node_reasons[names[row]] = "; ".join(rs)
+                node_plugins[names[row]] = plugin.name
         outside = np.flatnonzero(rejected_by == len(profile.filter))
         if outside.size:
             counts["node(s) were not among the suggested nodes"] += int(outside.size)
@@ -269,6 +275,7 @@ class FrameworkAlgorithm:
             reason_counts=dict(counts),
             failed_plugins=frozenset(failed),
             failed_node_reasons=node_reasons,
+            failed_node_plugins=node_plugins,
             total_nodes=self.table.n,
         )
 

@@ -291,8 +291,9 @@ class NodeReason(_message.Message):
     REASONS_FIELD_NUMBER: _builtins.int
     node: _builtins.str
     plugin: _builtins.str
-    """The filter plugin that rejected the node. Empty in PodStatus.last_failures, which
-    keeps only the reason text of the first rejection per node (Explain has them all).
+    """The filter plugin that rejected the node (in PodStatus.last_failures: the first that
+    did, or a pseudo-plugin such as PodValidation; empty for a node only left out by the
+    suggested nodes). Explain lists every plugin's rejections.
     """
     @_builtins.property
     def reasons(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:

@@ -162,6 +162,35 @@ def test_get_pod_follows_waiting_binding_bound_with_attempts_and_reasons() -> No
     run(go())
 
 
+def test_last_failures_name_the_plugin_that_rejected_each_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gpu = models.Taint("gpu", "true", "NoSchedule")
+    state = make_state([node("small", cpu=1000), node("gpu", cpu=8000, taints=(gpu,))])
+    state.apply_pod("ADDED", pod("big", cpu=5000))
+    schedule_all(state)
+
+    async def go() -> None:
+        async with serving(state) as s:
+            big = await s.stub.GetPod(scheduler_pb2.GetPodRequest(namespace="ns", name="big"))
+            assert big.state == scheduler_pb2.WAITING
+            assert {(f.node, f.plugin, tuple(f.reasons)) for f in big.last_failures} == {
+                ("small", "NodeResourcesFit", ("Insufficient cpu",)),
+                ("gpu", "TaintToleration", ("node(s) had untolerated taint {gpu: true}",)),
+            }
+            argv = ["pods", "ns/big", "--server", s.target, "--timeout", "10"]
+            code = await asyncio.to_thread(cli.main, argv)
+            out, err = capsys.readouterr()
+            assert code == 0, err
+            rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[-2:]}
+            assert "PLUGIN" in out and rows == {
+                "small": "NodeResourcesFit",
+                "gpu": "TaintToleration",
+            }, out
+
+    run(go())
+
+
 def test_unknown_pod_is_not_found_and_missing_names_are_invalid() -> None:
     state = make_state([node("a")])
 

@@ -110,7 +110,10 @@ const (
 	// scheduler that took over (leader election) or restarted learns what its
 	// predecessor left in flight: it adopts a decision it does not know for a pod it
 	// sees pending (counts the pod on that node) and ignores one it knows. The final
-	// outcome follows as usual.
+	// outcome follows as usual. A binder shut down while a Binding request may have
+	// reached the API server reports IN_PROGRESS too (message says so): the bind may
+	// still land, so the scheduler keeps the room until the watch or its bind deadline
+	// resolves the decision.
 	BindingOutcome_IN_PROGRESS BindingOutcome_Result = 6
 )
 
@@ -240,8 +243,14 @@ type BindingOutcome struct {
 	BinderId       string                 `protobuf:"bytes,8,opt,name=binder_id,json=binderId,proto3" json:"binder_id,omitempty"`
 	TraceContext   map[string]string      `protobuf:"bytes,9,rep,name=trace_context,json=traceContext,proto3" json:"trace_context,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // W3C traceparent of the scheduling attempt
 	FinishedAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set on the outcomes of a Binder.Preempt decision (pod = the preemptor, node = the
+	// nominated node), IN_PROGRESS re-reports included, with the victims it evicts: a
+	// scheduler that took over adopts a preemption in flight as a room held on that node
+	// (the preemptor bound there once the victims are gone), never as a binding.
+	Preemption    bool      `protobuf:"varint,11,opt,name=preemption,proto3" json:"preemption,omitempty"`
+	Victims       []*PodRef `protobuf:"bytes,12,rep,name=victims,proto3" json:"victims,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BindingOutcome) Reset() {
@@ -340,6 +349,20 @@ func (x *BindingOutcome) GetTraceContext() map[string]string {
 func (x *BindingOutcome) GetFinishedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *BindingOutcome) GetPreemption() bool {
+	if x != nil {
+		return x.Preemption
+	}
+	return false
+}
+
+func (x *BindingOutcome) GetVictims() []*PodRef {
+	if x != nil {
+		return x.Victims
 	}
 	return nil
 }
@@ -496,8 +519,9 @@ func (x *GetPodRequest) GetName() string {
 type NodeReason struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	// The filter plugin that rejected the node. Empty in PodStatus.last_failures, which
-	// keeps only the reason text of the first rejection per node (Explain has them all).
+	// The filter plugin that rejected the node (in PodStatus.last_failures: the first that
+	// did, or a pseudo-plugin such as PodValidation; empty for a node only left out by the
+	// suggested nodes). Explain lists every plugin's rejections.
 	Plugin        string   `protobuf:"bytes,2,opt,name=plugin,proto3" json:"plugin,omitempty"`
 	Reasons       []string `protobuf:"bytes,3,rep,name=reasons,proto3" json:"reasons,omitempty"` // e.g. "Insufficient cpu"
 	unknownFields protoimpl.UnknownFields
@@ -1964,7 +1988,7 @@ var File_splitsched_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\xfa\x04\n" +
+	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\xcb\x05\n" +
 	"\x0eBindingOutcome\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12'\n" +
@@ -1978,7 +2002,11 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\rtrace_context\x18\t \x03(\v2/.splitsched.v1.BindingOutcome.TraceContextEntryR\ftraceContext\x12;\n" +
 	"\vfinished_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\x1a?\n" +
+	"finishedAt\x12\x1e\n" +
+	"\n" +
+	"preemption\x18\v \x01(\bR\n" +
+	"preemption\x12/\n" +
+	"\avictims\x18\f \x03(\v2\x15.splitsched.v1.PodRefR\avictims\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
@@ -2223,57 +2251,58 @@ var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
 	1,  // 1: splitsched.v1.BindingOutcome.result:type_name -> splitsched.v1.BindingOutcome.Result
 	26, // 2: splitsched.v1.BindingOutcome.trace_context:type_name -> splitsched.v1.BindingOutcome.TraceContextEntry
 	33, // 3: splitsched.v1.BindingOutcome.finished_at:type_name -> google.protobuf.Timestamp
-	3,  // 4: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
-	32, // 5: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
-	0,  // 6: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
-	7,  // 7: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
-	33, // 8: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
-	33, // 9: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
-	0,  // 10: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
-	8,  // 11: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
-	12, // 12: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
-	13, // 13: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
-	7,  // 14: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
-	32, // 15: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
-	0,  // 16: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
-	14, // 17: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
-	15, // 18: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
-	34, // 19: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
-	27, // 20: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
-	32, // 21: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
-	18, // 22: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
-	14, // 23: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
-	19, // 24: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
-	32, // 25: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
-	28, // 26: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
-	29, // 27: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
-	30, // 28: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
-	32, // 29: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
-	35, // 30: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
-	31, // 31: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
-	22, // 32: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
-	32, // 33: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
-	2,  // 34: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
-	33, // 35: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
-	4,  // 36: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
-	6,  // 37: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
-	9,  // 38: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
-	11, // 39: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
-	17, // 40: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
-	21, // 41: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
-	24, // 42: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
-	5,  // 43: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
-	8,  // 44: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
-	10, // 45: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
-	16, // 46: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
-	20, // 47: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
-	23, // 48: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
-	25, // 49: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
-	43, // [43:50] is the sub-list for method output_type
-	36, // [36:43] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	32, // 4: splitsched.v1.BindingOutcome.victims:type_name -> splitsched.v1.PodRef
+	3,  // 5: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
+	32, // 6: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
+	0,  // 7: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
+	7,  // 8: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
+	33, // 9: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
+	33, // 10: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
+	0,  // 11: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
+	8,  // 12: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
+	12, // 13: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
+	13, // 14: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
+	7,  // 15: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
+	32, // 16: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
+	0,  // 17: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
+	14, // 18: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
+	15, // 19: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
+	34, // 20: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
+	27, // 21: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
+	32, // 22: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
+	18, // 23: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
+	14, // 24: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
+	19, // 25: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
+	32, // 26: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
+	28, // 27: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
+	29, // 28: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
+	30, // 29: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
+	32, // 30: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
+	35, // 31: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
+	31, // 32: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
+	22, // 33: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
+	32, // 34: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
+	2,  // 35: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
+	33, // 36: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
+	4,  // 37: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
+	6,  // 38: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
+	9,  // 39: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
+	11, // 40: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
+	17, // 41: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
+	21, // 42: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
+	24, // 43: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
+	5,  // 44: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
+	8,  // 45: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
+	10, // 46: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
+	16, // 47: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
+	20, // 48: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
+	23, // 49: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
+	25, // 50: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
+	44, // [44:51] is the sub-list for method output_type
+	37, // [37:44] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_scheduler_proto_init() }
