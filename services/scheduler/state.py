@@ -24,6 +24,12 @@ binder may have taken it, `unsure`; a binder shut down mid-Binding reports IN_PR
 the decision stays in flight, its room assumed, until an outcome, the watch, or the deadline
 with the watch resolves it: never a guess that frees room a late bind uses. A pending pod
 carrying `status.nominatedNodeName` (an earlier leader's preemption) tries that node first.
+
+Nominated pods keep their room (kube-scheduler's nominator): the algorithm's `Nominator`
+holds every pending pod of ours the watch shows with a nominatedNodeName, and the preemptor
+of each preemption in flight; pods of lower or equal priority are filtered as if those ran
+on their nominated nodes. A nomination ends when its pod binds, is deleted, or the watch
+shows it cleared (the pods it kept out are requeued then).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from splitsched.core import algorithm, framework, models
 from splitsched.core.batch import queue_order_key as batch_order
 from splitsched.core.cache import CacheError, PodState, SchedulerCache
 from splitsched.core.clock import Clock
+from splitsched.core.nominator import Nominator
 from splitsched.core.queue import QueuedPod, SchedulingQueue
 
 log = logging.getLogger(__name__)
@@ -184,6 +191,28 @@ class SchedulerState:
     def cache(self) -> SchedulerCache:
         return self.algo.cache
 
+    @property
+    def nominator(self) -> Nominator:
+        return self.algo.nominator
+
+    def _sync_nomination(self, pod: models.Pod) -> None:
+        """The pod's nomination as the watch shows it (`pod` is its latest version); a
+        preemption of ours in flight keeps its own. A room no longer held requeues the
+        pods it kept out."""
+        decision_id = self.decision_of_pod.get(pod.uid)
+        decision = self.decisions.get(decision_id) if decision_id is not None else None
+        node = decision.node if decision is not None and decision.is_preemption else ""
+        node = node or pod.nominated_node_name
+        if node:
+            self.nominator.add(pod, node)
+        else:
+            self._unnominate(pod.uid)
+
+    def _unnominate(self, uid: str, *, bound_on: str = "") -> None:
+        node = self.nominator.remove(uid)
+        if node and node != bound_on:
+            self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
+
     def _count(self, key: str) -> None:
         self.counters[key] = self.counters.get(key, 0) + 1
 
@@ -211,6 +240,7 @@ class SchedulerState:
         self.records.clear()
         self.by_name.clear()
         self.node_versions.clear()
+        self.nominator.clear()
 
     def mark_synced(self) -> None:
         self.synced = True
@@ -276,9 +306,11 @@ class SchedulerState:
         if not self.is_ours(pod):
             return
         if pod.deleting:
+            self._unnominate(pod.uid)
             self.queue.delete(pod.uid)
             self._drop_record(pod.uid)
             return
+        self._sync_nomination(pod)
         decision_id = self.decision_of_pod.get(pod.uid)
         if decision_id is not None:
             # Still pending in the API while a binder works on it (or after a resync):
@@ -311,6 +343,7 @@ class SchedulerState:
         except CacheError as exc:  # never expected; keep going with a loud log
             log.error("cache rejected assigned pod %s: %s", pod.key, exc)
             return
+        self._unnominate(pod.uid, bound_on=pod.node_name)
         self.queue.delete(pod.uid)
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
@@ -347,6 +380,7 @@ class SchedulerState:
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
             self.decisions.pop(decision_id, None)
+        self._unnominate(pod.uid)
         self._drop_record(pod.uid)
         for preemption_id in done:  # after the last victim's room is free in the view
             self._victims_gone(preemption_id)
@@ -439,6 +473,7 @@ class SchedulerState:
         rec.failed_node_reasons = {}
         if victims:
             self.victims_left[decision.decision_id] = {v.uid for v in victims}
+            self.nominator.add(pod, node)
             rec.phase, rec.nominated_node, rec.node = Phase.PREEMPTING, node, ""
             self._count("preempting")
             message = f"preempting {len(victims)} pod(s): " + ", ".join(v.key for v in victims)
@@ -744,6 +779,7 @@ class SchedulerState:
         self.decisions[decision_id] = decision
         self.decision_of_pod[pod.uid] = decision_id
         self.victims_left[decision_id] = {v.uid for v in victims}
+        self.nominator.add(pod, node)
         rec = self._record(pod)
         rec.phase, rec.nominated_node, rec.node = Phase.PREEMPTING, node, ""
         self._count("adopted")
@@ -767,8 +803,10 @@ class SchedulerState:
         rec = self.records.get(uid)
         self.victims_left.pop(decision.decision_id, None)
         if requeue is None:
+            self._unnominate(uid)
             self._drop_record(uid)
             return
+        self._sync_nomination(rec.pod if rec is not None else decision.pod)
         if rec is not None:
             rec.phase, rec.node, rec.message = Phase.WAITING, "", message
         pod = rec.pod if rec is not None else decision.pod

@@ -9,9 +9,10 @@ offline, and by the Explain/Simulate API. Pure: no I/O, randomness from an injec
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,11 +21,15 @@ import numpy as np
 from splitsched.core import framework, models
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.nominator import Nominator
 
 # Pseudo-plugin names for rejections that happen before any plugin runs.
 NO_PROFILE = "SchedulerProfile"
 INVALID_POD = "PodValidation"
 NO_NODES = "NoNodes"
+# Rows that fit only without the pods nominated there (of at least the pod's priority).
+NOMINATED_PODS = "NominatedPods"
+NOMINATED_REASON = "node(s) had room held for nominated pods of equal or higher priority"
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +166,12 @@ class FrameworkAlgorithm:
         cache: SchedulerCache,
         profiles: Mapping[str, framework.Profile],
         rng: random.Random | None = None,
+        nominator: Nominator | None = None,
     ) -> None:
         self.cache = cache
         self.profiles = dict(profiles)
         self.rng = rng or random.Random(0)
+        self.nominator = nominator if nominator is not None else Nominator()
         self._memo: _RawScores | None = None
 
     @property
@@ -223,9 +230,12 @@ class FrameworkAlgorithm:
         state: framework.CycleState,
         pod: models.Pod,
         suggested: BoolArray | None,
+        *,
+        nominated: bool = True,
     ) -> tuple[BoolArray, IntArray]:
         """The feasible mask and, per row, the index of the first filter that rejected it
-        (-1 where feasible; len(profile.filter) where only `suggested` excluded it)."""
+        (-1 where feasible; len(profile.filter) where only `suggested` excluded it;
+        len(profile.filter) + 1 where it fits only without the pods nominated there)."""
         n = self.table.n
         mask = np.ones(n, dtype=np.bool_) if suggested is None else suggested.copy()
         rejected_by = np.full(n, -1, dtype=np.int64)
@@ -241,7 +251,116 @@ class FrameworkAlgorithm:
                 mask &= fits
                 if not mask.any():
                     break
+        if nominated and self.nominator and mask.any():
+            self._keep_nominated_rooms(profile, pod, mask, rejected_by)
         return mask, rejected_by
+
+    # ---- rooms held for nominated pods ---------------------------------------------------
+    def _held_rooms(self, pod: models.Pod, rows: BoolArray) -> dict[int, list[models.Pod]]:
+        """Among `rows`, those with pods nominated there whose priority is at least the
+        pod's (not the pod itself, nor a pod the cache already counts somewhere)."""
+        held: dict[int, list[models.Pod]] = {}
+        row_of = self.table.row_of
+        cache = self.cache
+        for node, pods in self.nominator.by_node():
+            row = row_of.get(node)
+            if row is None or not rows[row]:
+                continue
+            keep = [
+                p
+                for p in pods.values()
+                if p.priority >= pod.priority and p.uid != pod.uid and p.uid not in cache
+            ]
+            if keep:
+                held[row] = keep
+        return held
+
+    @contextlib.contextmanager
+    def _counting(self, held: Mapping[int, Sequence[models.Pod]]) -> Iterator[None]:
+        """Count the held pods on their rows while the block runs; the table is restored
+        exactly afterwards."""
+        table = self.table
+        added: list[tuple[str, str]] = []
+        try:
+            for row, pods in held.items():
+                node = table.names[row]
+                for p in pods:
+                    table.add_pod(node, p)
+                    added.append((node, p.uid))
+            yield
+        finally:
+            for node, uid in reversed(added):
+                table.remove_pod(node, uid)
+
+    def _filter_afresh(
+        self, profile: framework.Profile, pod: models.Pod
+    ) -> tuple[BoolArray, IntArray, framework.CycleState] | None:
+        """PreFilter and Filter on the table as it is now (no nominated pods added);
+        None when PreFilter rejects the pod outright."""
+        fresh = framework.CycleState()
+        if self._pre_filter(profile, fresh, pod) is not None:
+            return None
+        mask, rejected_by = self._filter(profile, fresh, pod, None, nominated=False)
+        return mask, rejected_by, fresh
+
+    def _keep_nominated_rooms(
+        self,
+        profile: framework.Profile,
+        pod: models.Pod,
+        mask: BoolArray,
+        rejected_by: IntArray,
+    ) -> None:
+        """kube-scheduler's RunFilterPluginsWithNominatedPods: a feasible row with pods
+        nominated there (of at least this pod's priority) stays feasible only if the pod
+        also fits with them counted. Only those rows are judged again: one more filter
+        pass, and none at all while nothing is nominated to a feasible row."""
+        held = self._held_rooms(pod, mask)
+        if not held:
+            return
+        with self._counting(held):
+            again = self._filter_afresh(profile, pod)
+        rows = np.fromiter(held, dtype=np.int64, count=len(held))
+        lost = rows if again is None else rows[~again[0][rows]]
+        if lost.size:
+            mask[lost] = False
+            rejected_by[lost] = len(profile.filter) + 1
+
+    def _nominated_rejections(
+        self, profile: framework.Profile, pod: models.Pod, mask: BoolArray
+    ) -> PluginRejections | None:
+        """For Explain: the feasible rows the pod fits only without the pods nominated
+        there, with the reasons it does not fit with them."""
+        held = mask.copy()
+        self._keep_nominated_rooms(profile, pod, held, np.full(mask.size, -1, dtype=np.int64))
+        lost = np.flatnonzero(mask & ~held)
+        if lost.size == 0:
+            return None
+        reasons_of, _ = self._held_room_reasons(profile, pod, lost.tolist())
+        reasons = [reasons_of[row] for row in lost.tolist()]
+        return PluginRejections(NOMINATED_PODS, lost, reasons, True)
+
+    def _held_room_reasons(
+        self, profile: framework.Profile, pod: models.Pod, rows: Sequence[int]
+    ) -> tuple[dict[int, tuple[str, ...]], set[str]]:
+        """Why each of `rows` (lost to nominated pods) rejects the pod with them counted,
+        in the rejecting plugin's words ("Insufficient cpu"), and those plugins' names."""
+        only = np.zeros(self.table.n, dtype=np.bool_)
+        only[list(rows)] = True
+        out: dict[int, tuple[str, ...]] = dict.fromkeys(rows, (NOMINATED_REASON,))
+        failed: set[str] = set()
+        with self._counting(self._held_rooms(pod, only)):
+            again = self._filter_afresh(profile, pod)
+            if again is not None:
+                _, by, fresh = again
+                for i, plugin in enumerate(profile.filter):
+                    mine = [r for r in rows if by[r] == i]
+                    if mine:
+                        failed.add(plugin.name)
+                        reasons = plugin.failure_reasons(fresh, pod, self.table, mine)
+                        out.update(zip(mine, reasons, strict=True))
+        if any(r == (NOMINATED_REASON,) for r in out.values()):
+            failed.add(NOMINATED_PODS)  # not a filter's verdict: any event may change it
+        return out, failed
 
     def _wait_from_rejections(
         self,
@@ -270,6 +389,13 @@ class FrameworkAlgorithm:
             counts["node(s) were not among the suggested nodes"] += int(outside.size)
             for row in outside.tolist():
                 node_reasons[names[row]] = "not among the suggested nodes"
+        held = np.flatnonzero(rejected_by == len(profile.filter) + 1)
+        if held.size:
+            reasons_of, plugins = self._held_room_reasons(profile, pod, held.tolist())
+            failed |= plugins
+            for row, rs in reasons_of.items():
+                counts.update(rs)
+                node_reasons[names[row]] = "; ".join(rs)
         return WaitInfo(
             summary=format_summary(self.table.n, counts),
             reason_counts=dict(counts),
@@ -393,6 +519,7 @@ class FrameworkAlgorithm:
             resolvable = [
                 i for i, plugin in enumerate(profile.filter) if plugin.resolvable_by_preemption
             ]
+            resolvable.append(len(profile.filter) + 1)  # rooms held for nominated pods
             candidates = np.flatnonzero(np.isin(rejected_by, resolvable)).tolist()
 
             def fits() -> BoolArray:
@@ -536,6 +663,13 @@ class FrameworkAlgorithm:
                         first_counts.update(rs)
                         first_seen[row] = True
                 mask &= fits
+            if self.nominator and mask.any():
+                kept = self._nominated_rejections(profile, pod, mask)
+                if kept is not None:
+                    rejections.append(kept)
+                    for rs in kept.reasons:
+                        first_counts.update(rs)
+                    mask[kept.rows] = False
         else:
             first_counts.update({r: n for r in rejections[0].reasons[0]} if n else {})
         feasible = np.flatnonzero(mask)
