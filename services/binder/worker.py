@@ -89,6 +89,10 @@ NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutE
 EVICTION_CONCURRENCY = 16
 #: The StatusCause type the Eviction API gives when a PodDisruptionBudget forbids it.
 DISRUPTION_BUDGET_CAUSE = "DisruptionBudget"
+#: The FailedScheduling Event and the PodScheduled=False condition are each retried with
+#: the Binding's backoff (Retry-After honoured) for at most this long and this many tries.
+UNSCHEDULABLE_WRITE_SECONDS = 30.0
+UNSCHEDULABLE_WRITE_ATTEMPTS = 8
 
 
 def _causes(response: HttpResult) -> list[str]:
@@ -134,6 +138,12 @@ def _retryable_eviction(response: HttpResult) -> bool:
 
 def _ignore_code(code: str) -> None:
     pass
+
+
+def _retryable_create(response: HttpResult) -> bool:
+    """A create worth trying again: throttled or a server error. A 409 means an earlier
+    attempt whose answer was lost created it (the name is the same)."""
+    return response.status == 429 or response.status >= 500
 
 
 @dataclass(frozen=True)
@@ -1000,6 +1010,9 @@ class BindingPool:
         reason: str,
         profile: str,
     ) -> None:
+        """The FailedScheduling Event and PodScheduled=False, side by side, each retried
+        through 5xx, 429 and resets (``_write_retried``): the only record of why the pod
+        waits, so one lost write must not leave it pending with no reason shown."""
         controller = self._controller(profile)
         now = self._clock()
         event = make_event(
@@ -1014,7 +1027,6 @@ class BindingPool:
             instance=f"{controller}-{self.binder_id}",
             now=now,
         )
-        await self._create_event(namespace, event)
         condition = {
             "type": "PodScheduled",
             "status": "False",
@@ -1024,11 +1036,58 @@ class BindingPool:
             "lastTransitionTime": micro_time(now)[:19] + "Z",
         }
         patch = {"status": {"conditions": [condition]}}
-        try:
-            result = await self._kube.patch_pod_status(namespace=namespace, name=name, patch=patch)
-        except NETWORK_ERRORS as exc:
-            log.warning("PodScheduled condition of %s/%s not written: %s", namespace, name, exc)
-            return
-        if result.status >= 300:
-            log.warning("PodScheduled condition of %s/%s not written: HTTP %d %s", namespace,
-                        name, result.status, result.message)  # fmt: skip
+        deadline = now + UNSCHEDULABLE_WRITE_SECONDS
+
+        def create(budget: float) -> Awaitable[HttpResult]:
+            return self._kube.create_event(namespace=namespace, event=event)
+
+        def patch_status(budget: float) -> Awaitable[HttpResult]:
+            return self._kube.patch_pod_status(
+                namespace=namespace, name=name, patch=patch, budget=budget
+            )
+
+        await asyncio.gather(
+            self._write_retried(
+                f"event FailedScheduling for {namespace}/{name}", create,
+                deadline=deadline, retryable=_retryable_create, done_codes=(409,),
+            ),
+            self._write_retried(
+                f"PodScheduled condition of {namespace}/{name}", patch_status,
+                deadline=deadline, retryable=_retryable_status, done_codes=(),
+            ),
+        )  # fmt: skip
+
+    async def _write_retried(
+        self,
+        what: str,
+        call: Callable[[float], Awaitable[HttpResult]],
+        *,
+        deadline: float,
+        retryable: Callable[[HttpResult], bool],
+        done_codes: tuple[int, ...],
+    ) -> bool:
+        """One write with the Binding's retries, at most ``UNSCHEDULABLE_WRITE_ATTEMPTS``
+        tries before ``deadline``; logs a write that did not land. True when written."""
+        tries = 0
+        enough = asyncio.Event()
+
+        def count(code: str) -> None:
+            nonlocal tries
+            tries += 1
+            if tries >= UNSCHEDULABLE_WRITE_ATTEMPTS:
+                enough.set()  # no further try; the answer of this one still counts
+
+        done = await self._with_retries(
+            call, deadline=deadline, retryable=retryable, count=count, stop=enough
+        )
+        response = done.response
+        if response is not None and (response.status < 300 or response.status in done_codes):
+            if done.attempts > 1:
+                log.info("%s written after %d attempts", what, done.attempts)
+            return True
+        last = f"HTTP {done.last_status}" if done.last_status else "a network error"
+        why = done.error or f"gave up after {done.attempts} attempts (the last: {last})"
+        if response is not None:
+            why = f"HTTP {response.status} {response.message}"
+        log.warning("%s not written: %s", what, why)
+        return False
