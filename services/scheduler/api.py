@@ -283,10 +283,54 @@ async def _fail(context: Any, code: grpc.StatusCode, message: str) -> NoReturn:
     raise AssertionError("context.abort returned")  # pragma: no cover
 
 
+#: Events whose trace id is remembered (the state keeps the last 1000 for replays).
+MAX_EVENT_TRACES = 10_000
+
+
 class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
-    def __init__(self, *, state: SchedulerState, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        state: SchedulerState,
+        on_change: Callable[[], None],
+        trace_id_of: Callable[[str, str], str] | None = None,
+    ) -> None:
         self.state = state
         self.on_change = on_change
+        #: (pod uid, decision id) -> the scheduling attempt's trace id; None: tracing off.
+        self.trace_id_of = trace_id_of
+        #: Trace ids of events without a decision id (UNSCHEDULABLE), fixed when the pod's
+        #: next event comes (a later attempt would change the pod's latest trace); by
+        #: id(event), with the event kept so the id is not reused.
+        self._event_traces: dict[int, tuple[DecisionEvent, str]] = {}
+        self._unfixed: dict[str, DecisionEvent] = {}  # by pod uid
+        if trace_id_of is not None:
+            state.listeners.append(self._fix_trace)
+
+    def _fix_trace(self, event: DecisionEvent) -> None:
+        """On every event (before its own attempt is traced): the pod's previous event
+        without a decision id belongs to the pod's latest traced attempt."""
+        assert self.trace_id_of is not None
+        uid = event.pod.uid
+        earlier = self._unfixed.pop(uid, None)
+        if earlier is not None:
+            if len(self._event_traces) >= MAX_EVENT_TRACES:
+                self._event_traces.pop(next(iter(self._event_traces)))
+            self._event_traces[id(earlier)] = (earlier, self.trace_id_of(uid, ""))
+        if not event.decision_id:
+            if len(self._unfixed) >= MAX_EVENT_TRACES:
+                self._unfixed.pop(next(iter(self._unfixed)))
+            self._unfixed[uid] = event
+
+    def _trace_id(self, event: DecisionEvent) -> str:
+        """The trace of the attempt behind `event` (read when sent: the loop traces an
+        attempt right after the cycle that emitted its event); empty with tracing off."""
+        if self.trace_id_of is None:
+            return ""
+        fixed = self._event_traces.get(id(event))
+        if fixed is not None and fixed[0] is event:
+            return fixed[1]
+        return self.trace_id_of(event.pod.uid, event.decision_id)
 
     async def _require_synced(self, context: Any) -> None:
         if not self.state.synced:
@@ -655,6 +699,7 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                     message=event.message,
                     binder_id=event.binder_id,
                 )
+                msg.trace_id = self._trace_id(event)
                 wire.timestamp_from_float(event.at + wall, msg.at)
                 yield msg
         finally:

@@ -579,7 +579,11 @@ class SchedulerService:
 
     # ---- run -----------------------------------------------------------------------------
     async def run(self) -> int:
-        api = SchedulerApi(state=self.state, on_change=self.poke)
+        api = SchedulerApi(
+            state=self.state,
+            on_change=self.poke,
+            trace_id_of=self.traces.trace_id if self.traces is not None else None,
+        )
         server = await grpcsrv.serve(
             listen=self.args.listen,
             servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, api)],

@@ -487,6 +487,10 @@ class SchedulingTraces:
     _open: dict[str, _Attempt] = field(default_factory=dict)  # by pod uid
     _watched: dict[str, _Watched] = field(default_factory=dict)  # by pod uid
     _previous: dict[str, trace.SpanContext] = field(default_factory=dict)  # by pod uid
+    #: Sampled traces (hex ids) of decisions and of each pod's latest attempt, for the
+    #: API's Decision.trace_id.
+    _decision_traces: dict[str, str] = field(default_factory=dict)  # by decision id
+    _pod_traces: dict[str, str] = field(default_factory=dict)  # by pod uid
 
     # -- timing the core -------------------------------------------------------------------
     def install(self, algo: Any, queued_of: Callable[[str], QueuedLike | None]) -> None:
@@ -589,6 +593,7 @@ class SchedulingTraces:
         """The pod was deleted (or finished): close its attempt, forget its contexts."""
         self._watched.pop(uid, None)
         self._previous.pop(uid, None)
+        self._pod_traces.pop(uid, None)
         attempt = self._open.pop(uid, None)
         if attempt is not None:
             self._fail(attempt, "PodGone", "the pod was deleted before its binding was seen")
@@ -667,12 +672,34 @@ class SchedulingTraces:
             root.set_attribute("splitsched.decision_id", decision_id)
             self._keep(uid, root, result, decision_id, node)
             return
+        self._remember(uid, "", root)
         set_error(root, result.capitalize(), message or result)
         root.end(end_time=max(cycle.end if timed else now, now))
+
+    def _remember(self, uid: str, decision_id: str, root: trace.Span) -> None:
+        """Note the attempt's trace (if sampled: an unsampled one is in no backend)."""
+        ctx = root.get_span_context()
+        if not (ctx.is_valid and ctx.trace_flags.sampled):
+            self._pod_traces.pop(uid, None)
+            return
+        trace_id = format(ctx.trace_id, "032x")
+        for key, table in ((uid, self._pod_traces), (decision_id, self._decision_traces)):
+            if key:
+                if len(table) >= MAX_TRACKED and key not in table:
+                    table.pop(next(iter(table)))
+                table[key] = trace_id
+
+    def trace_id(self, uid: str, decision_id: str = "") -> str:
+        """The hex trace id of `decision_id`'s attempt (and of its outcomes), or without a
+        decision id of the pod's latest attempt; empty when none was sampled."""
+        if decision_id:
+            return self._decision_traces.get(decision_id, "")
+        return self._pod_traces.get(uid, "")
 
     def _keep(self, uid: str, root: trace.Span, result: str, decision_id: str, node: str) -> None:
         """Hold a decided attempt's root until its binding is confirmed or fails (a
         non-recording root too: its context still goes to the binder)."""
+        self._remember(uid, decision_id, root)
         if result not in ("scheduled", "preempting"):
             return
         superseded = self._open.pop(uid, None)
@@ -798,6 +825,7 @@ class SchedulingTraces:
         attempt = self._open.get(uid)
         if attempt is not None:
             attempt.decision_id = decision_id
+            self._remember(uid, decision_id, attempt.root)
             attempt.root.add_event("victims gone", {"splitsched.decision_id": decision_id})
 
     def outcome(

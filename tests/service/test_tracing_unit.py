@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, cast
 
+import grpc
 import pytest
 from aiohttp import web
 from opentelemetry import trace
@@ -27,6 +28,7 @@ from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer, job_from_request
 from services.binder.worker import BindingPool
+from services.scheduler.api import SchedulerApi
 from services.scheduler.main import SchedulerService
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.watcher import listwatch, ring
@@ -34,8 +36,8 @@ from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import logs, tracing
-from splitsched.v1 import binder_pb2, scheduler_pb2, watcher_pb2
+from splitsched.runtime import grpcsrv, logs, tracing
+from splitsched.v1 import binder_pb2, scheduler_pb2, scheduler_pb2_grpc, watcher_pb2
 
 GI = 1024**3
 OTEL_VARS = (
@@ -384,6 +386,62 @@ def test_unschedulable_attempt_fails_and_the_retry_is_a_linked_new_trace(
     links = {str((link.attributes or {})["splitsched.link"]): link.context for link in root2.links}
     assert links["previous_attempt"].span_id == span_id(root1)
     assert links["watch_event"].span_id == parent_id(root1)
+
+
+async def watched_decisions(servicer: SchedulerApi) -> list[scheduler_pb2.Decision]:
+    """The replay of every decision and outcome, through a real server and channel."""
+    server = await grpcsrv.serve(
+        listen="127.0.0.1:0",
+        servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, servicer)],
+        service_names=["splitsched.v1.Scheduler"],
+    )
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = scheduler_pb2_grpc.SchedulerStub(channel)
+            request = scheduler_pb2.WatchDecisionsRequest(include_outcomes=True, replay=100)
+            stream = stub.WatchDecisions(request)
+            out: list[scheduler_pb2.Decision] = []
+            for _ in servicer.state.recent_events:
+                out.append(await stream.read())  # type: ignore[arg-type]
+            stream.cancel()
+            return out
+    finally:
+        await server.stop(0)
+
+
+def test_decisions_carry_the_trace_of_their_attempt(exporter: InMemorySpanExporter) -> None:
+    state, traces, clock = traced_state()
+    state.apply_node("ADDED", node("n1", cpu=500))
+    state.apply_pod("ADDED", pod("big"))
+    # The API is made before the first attempt, as the scheduler wires it.
+    api = SchedulerApi(state=state, on_change=lambda: None, trace_id_of=traces.trace_id)
+    untraced = SchedulerApi(state=state, on_change=lambda: None)
+    first = run_attempt(state, traces)
+    assert isinstance(first, Unschedulable)
+    state.apply_node("ADDED", node("n2", cpu=1000))
+    clock.advance(20.0)
+    state.queue.flush()
+    second = run_attempt(state, traces)
+    assert isinstance(second, Decision)
+    assert state.on_outcome(decision_id=second.decision_id, result=Outcome.BOUND)
+    traces.confirmed("uid-big", second.node)
+    root1, root2 = by_name(list(exporter.get_finished_spans()), "schedule_pod")
+    assert trace_id(root1) != trace_id(root2)
+
+    async def go() -> None:
+        # A stream opened later replays all three with the trace of the attempt behind each.
+        decisions = await watched_decisions(api)
+        kinds = [scheduler_pb2.Decision.Kind.Name(d.kind) for d in decisions]
+        assert kinds == ["UNSCHEDULABLE", "SCHEDULED", "BOUND"]
+        assert [int(d.trace_id, 16) for d in decisions] == [
+            trace_id(root1),
+            trace_id(root2),
+            trace_id(root2),
+        ]
+        # Tracing off: no trace id.
+        assert {d.trace_id for d in await watched_decisions(untraced)} == {""}
+
+    asyncio.run(go())
 
 
 def test_a_pod_the_watcher_did_not_sample_costs_no_span_but_passes_the_decision_on(
