@@ -22,10 +22,8 @@ Key and certificate contents are never logged: only paths appear in messages.
 from __future__ import annotations
 
 import argparse
-import inspect
 import logging
 from collections.abc import (
-    AsyncIterator,
     Awaitable,
     Callable,
     Collection,
@@ -39,7 +37,7 @@ from typing import Any, TypeAlias
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
 
-from splitsched.runtime import grpcsrv
+from splitsched.runtime import grpcguard, grpcsrv
 from splitsched.runtime.config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -193,29 +191,6 @@ class TrustedClients(grpc.aio.ServerInterceptor):
             f"{method} is restricted to trusted clients; caller identity: {who}",
         )
 
-    def _unary(self, method: str, inner: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
-        async def call(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await self._check(method, context)
-            result = inner(request, context)
-            return await result if inspect.isawaitable(result) else result
-
-        return call
-
-    def _stream(self, method: str, inner: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
-        async def stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            await self._check(method, context)
-            result = inner(request, context)
-            if inspect.isawaitable(result):  # a handler that writes with context.write()
-                await result
-            elif hasattr(result, "__aiter__"):
-                async for item in result:
-                    yield item
-            else:
-                for item in result:
-                    yield item
-
-        return stream
-
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
@@ -229,19 +204,16 @@ class TrustedClients(grpc.aio.ServerInterceptor):
             "request_deserializer": handler.request_deserializer,
             "response_serializer": handler.response_serializer,
         }
+
+        async def check(_request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            await self._check(method, context)
+
+        unary, stream = grpcguard.checked_unary, grpcguard.checked_stream
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary), **kw
-            )
+            return grpc.unary_unary_rpc_method_handler(unary(check, handler.unary_unary), **kw)
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._stream(method, handler.unary_stream), **kw
-            )
+            return grpc.unary_stream_rpc_method_handler(stream(check, handler.unary_stream), **kw)
         if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(
-                self._unary(method, handler.stream_unary), **kw
-            )
+            return grpc.stream_unary_rpc_method_handler(unary(check, handler.stream_unary), **kw)
         assert handler.stream_stream is not None
-        return grpc.stream_stream_rpc_method_handler(
-            self._stream(method, handler.stream_stream), **kw
-        )
+        return grpc.stream_stream_rpc_method_handler(stream(check, handler.stream_stream), **kw)
