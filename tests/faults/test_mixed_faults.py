@@ -293,7 +293,4 @@ def test_mixed_binder_traffic_faults(
         test=request.node.name,
         fault="binders: lost 201s 50% (Bindings, Evictions), 503 15%, 429 10%, resets 10%",
         injected=injected,
-        # The FailedScheduling event and condition are written once, best effort: a 503
-        # or a reset on both leaves a pending pod without them (docs/faults.md, gaps).
-        allow_unrecorded=True,
     )

@@ -6,50 +6,21 @@ fake clock: watch events in, decisions out."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 import pytest
 
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import SchedulerCache
+from splitsched.core import models
 from splitsched.core.clock import FakeClock
-from splitsched.core.queue import SchedulingQueue
+from tests.service import test_scheduler_state as base
+from tests.service.test_scheduler_state import clock, node, state
 
-
-def node(name: str, cpu: int = 1000) -> models.Node:
-    return models.Node(name=name, allocatable={models.CPU: cpu, models.PODS: 10})
+__all__ = ["clock", "state"]  # fixtures shared with the state machine's tests
 
 
 def pod(name: str, cpu: int = 600, *, priority: int = 100, **kw: object) -> models.Pod:
-    return models.Pod(
-        uid=f"uid-{name}",
-        namespace="ns",
-        name=name,
-        scheduler_name="splitsched",
-        priority=priority,
-        containers=(models.Container("c", {models.CPU: cpu}),),
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(100.0)
-
-
-@pytest.fixture
-def state(clock: FakeClock) -> SchedulerState:
-    algo = algorithm.FrameworkAlgorithm(
-        cache=SchedulerCache(clock=clock),
-        profiles=profiles.load_profiles(None),
-        rng=random.Random(0),
-    )
-    st = SchedulerState(
-        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s"
-    )
-    return st
+    return base.pod(name, cpu, priority=priority, **kw)
 
 
 def restarted_view(state: SchedulerState) -> models.Pod:

@@ -5,54 +5,28 @@ table is left exactly as it was."""
 
 from __future__ import annotations
 
-import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import SchedulerCache
+from splitsched.core import algorithm, models
 from splitsched.core.nominator import Nominator
+from tests.unit import test_preemption as base
+from tests.unit.test_preemption import node
 
 
-def node(name: str, cpu: int = 4000) -> models.Node:
-    return models.Node(name=name, allocatable={models.CPU: cpu, models.PODS: 110})
-
-
-def pod(
-    name: str, cpu: int, *, priority: int = 0, node: str = "", nominated: str = "",
-    policy: str = "PreemptLowerPriority",
-) -> models.Pod:  # fmt: skip
-    return models.Pod(
-        uid=name,
-        namespace="d",
-        name=name,
-        scheduler_name="splitsched",
-        node_name=node,
-        nominated_node_name=nominated,
-        priority=priority,
-        preemption_policy=policy,
-        containers=(models.Container("c", {models.CPU: cpu}),),
-    )
+def pod(name: str, cpu: int, *, nominated: str = "", **kw: object) -> models.Pod:
+    return replace(base.pod(name, cpu, **kw), nominated_node_name=nominated)  # type: ignore[arg-type]
 
 
 def make(
     nodes: list[models.Node], bound: list[models.Pod], nominated: list[models.Pod]
 ) -> algorithm.FrameworkAlgorithm:
-    cache = SchedulerCache()
-    for n in nodes:
-        cache.add_node(n)
-    for p in bound:
-        cache.add_pod(p)
-    nominator = Nominator()
+    algo = base.make(nodes, bound)
     for p in nominated:
-        nominator.add(p, p.nominated_node_name)
-    return algorithm.FrameworkAlgorithm(
-        cache=cache,
-        profiles=profiles.load_profiles(None),
-        rng=random.Random(0),
-        nominator=nominator,
-    )
+        algo.nominator.add(p, p.nominated_node_name)
+    return algo
 
 
 @pytest.mark.parametrize("priority", [10, 100])
