@@ -396,6 +396,7 @@ class FrameworkAlgorithm:
             for row, rs in reasons_of.items():
                 counts.update(rs)
                 node_reasons[names[row]] = "; ".join(rs)
+                node_plugins[names[row]] = NOMINATED_PODS
         return WaitInfo(
             summary=format_summary(self.table.n, counts),
             reason_counts=dict(counts),

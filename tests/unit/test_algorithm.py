@@ -13,6 +13,7 @@ import pytest
 
 from splitsched.core import algorithm, batch, models, profiles
 from splitsched.core.cache import SchedulerCache
+from tests.unit import test_preemption as base
 
 GI = 1024**3
 
@@ -179,3 +180,18 @@ def test_batch_places_in_queue_order_priority_first() -> None:
 def test_bad_profiles_are_rejected_with_the_field(bad: dict[str, object]) -> None:
     with pytest.raises(profiles.ProfileError, match=r"profiles\[\d\]"):
         profiles.load_profiles(bad)
+
+
+def test_wait_names_the_plugin_that_rejected_each_node() -> None:
+    """PodStatus.last_failures shows these: the first filter that rejected each node, and
+    the NominatedPods pseudo-plugin for a room held for a nominee."""
+    algo = base.make([base.node("a"), base.node("small", cpu=1000)], [])
+    held = replace(base.pod("held", 3000, priority=100), nominated_node_name="a")
+    algo.nominator.add(held, "a")
+    result = algo.schedule(base.pod("web", 2000, priority=10))
+    assert result.wait is not None, result
+    assert dict(result.wait.failed_node_plugins) == {
+        "a": algorithm.NOMINATED_PODS,
+        "small": "NodeResourcesFit",
+    }
+    assert set(result.wait.failed_node_reasons) == {"a", "small"}
