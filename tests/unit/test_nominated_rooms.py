@@ -5,12 +5,14 @@ table is left exactly as it was."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from splitsched.core import algorithm, models
+from splitsched.core import algorithm, framework, models
 from splitsched.core.nominator import Nominator
 from tests.unit import test_preemption as base
 from tests.unit.test_preemption import node
@@ -144,3 +146,75 @@ def test_explain_names_the_rooms_held_for_nominees() -> None:
     assert why.summary == "0/2 nodes are available: 2 Insufficient cpu."
     assert np.array_equal(before, algo.table.requested)
     assert algo.explain(pod("vip", 2000, priority=500)).feasible.tolist() == [0]
+
+
+def test_resource_shortcut_agrees_with_the_full_what_if(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows the shortcut drops (the pod surely fits beside plain nominees) must be rows the
+    full what-if (nominees counted, every filter run) keeps feasible: compare the two on
+    random tables, pods and nominees, extended resources and host ports among them."""
+    rng = random.Random(11)
+    gpu = "example.com/gpu"
+    seen = {"dropped": 0, "lost": 0}
+    for case in range(60):
+        nodes = [
+            models.Node(
+                name=f"n{i}",
+                allocatable={models.CPU: 4000, models.PODS: rng.choice((3, 110)), gpu: 2},
+            )
+            for i in range(6)
+        ]
+        bound = [
+            base.pod(f"b{case}-{i}", rng.randrange(0, 3000), node=f"n{i % 6}") for i in range(4)
+        ]
+        nominees = []
+        for i in range(rng.randrange(1, 8)):
+            nominee = pod(f"h{case}-{i}", rng.randrange(0, 2500), priority=rng.choice((5, 50)),
+                          nominated=f"n{rng.randrange(6)}")  # fmt: skip
+            if rng.random() < 0.3:
+                container = models.Container("c", {models.CPU: 100, gpu: 1})
+                nominee = replace(nominee, containers=(container,))
+            if rng.random() < 0.1:
+                port = models.Container("p", {}, host_ports=(models.HostPort(port=80),))
+                nominee = replace(nominee, containers=(*nominee.containers, port))
+            nominees.append(nominee)
+        incoming = pod(f"x{case}", rng.randrange(100, 2500), priority=rng.choice((1, 5, 50)))
+        if rng.random() < 0.3:
+            incoming = replace(incoming, containers=(models.Container("c", {gpu: 1}),))
+        algo = make(nodes, bound, nominees)
+        with monkeypatch.context() as m:
+            m.setattr(algo, "_surely_fitting_dropped", counting(algo, seen))
+            fast = feasible(algo, incoming)
+        with monkeypatch.context() as m:
+            m.setattr(algo, "_surely_fitting_dropped", lambda _pod, held: held)
+            full = feasible(algo, incoming)
+        assert fast.tolist() == full.tolist(), case
+        algo.nominator.clear()
+        alone = feasible(algo, incoming)
+        assert (alone >= fast).all()  # nominees only ever take rows away
+        seen["lost"] += int((alone & ~fast).sum())
+        algo.cache.check_invariants()
+    # Both sides were exercised: rows the shortcut settled, rows the nominees took.
+    assert seen["dropped"] > 0 and seen["lost"] > 0, seen
+
+
+Held = dict[int, list[models.Pod]]
+
+
+def counting(algo: algorithm.FrameworkAlgorithm, seen: dict[str, int]) -> Callable[..., Held]:
+    """The algorithm's shortcut, counting the rows it settles in seen["dropped"]."""
+    shortcut = algo._surely_fitting_dropped
+
+    def spy(p: models.Pod, held: Held) -> Held:
+        kept = shortcut(p, held)
+        seen["dropped"] += len(held) - len(kept)
+        return kept
+
+    return spy
+
+
+def feasible(algo: algorithm.FrameworkAlgorithm, incoming: models.Pod) -> np.ndarray:
+    profile = algo.profile_for(incoming)
+    assert profile is not None
+    state = framework.CycleState()
+    assert algo._pre_filter(profile, state, incoming) is None
+    return algo._filter(profile, state, incoming, None)[0]
