@@ -32,11 +32,13 @@ NODES = 20
 NODE_CPU_MILLI = 4000
 BEFORE, AFTER = 400, 200  # pods created before the kill and after it
 POD_CPU_MILLI = 110  # 600 x 110m on 20 x 4 cores: 82 % of the CPU
-# Binders limited to 20 API requests/s each (a binding and its event per pod), slower
-# than the pods are created and decided, so decisions pile up at the binders: the leader is
-# killed once they carry this many of its decisions, enough to outlast the takeover.
-BINDER_QPS = "20"
-KILL_WITH_IN_FLIGHT = 200
+# Binders limited to 12 API requests/s each, slower than the pods are created and decided,
+# so decisions pile up at the binders: the leader is killed once they carry this many of
+# its decisions, enough to outlast the takeover (~8-10 s with this lease) even when the
+# bindings take the whole budget and the Scheduled Events wait (a binder writes the Event
+# beside the next binding): 300 / (2 x 12/s) = 12.5 s at the least.
+BINDER_QPS = "12"
+KILL_WITH_IN_FLIGHT = 300
 # A shorter lease than the default 10 s keeps the test short; the renew deadline leaves
 # a loaded 2-core CI machine room to renew (at 3 s the leader sometimes lost its lease on
 # its own before the kill).
