@@ -32,7 +32,7 @@ from services.watcher import ring
 from splitsched import wire
 from splitsched.core import models
 from splitsched.core.convert import ConversionError, node_from_k8s, pod_from_k8s
-from splitsched.runtime import tracing
+from splitsched.runtime import kubeclient, tracing
 from splitsched.v1 import types_pb2
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ class KubeAccess:
         h = {"Accept": "application/json"}
         tok = self.token()
         if tok:
-            h["Authorization"] = tok if tok.startswith("Bearer ") else f"Bearer {tok}"
+            h["Authorization"] = kubeclient.bearer_authorization(tok)
         return h
 
 

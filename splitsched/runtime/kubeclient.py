@@ -36,6 +36,21 @@ class KubeEndpoint:
     auth_header: Callable[[], str | None] | None = None
 
 
+def bearer_authorization(credential: str) -> str:
+    """The ``Authorization`` header value for a token as the kubernetes client stores it.
+
+    The client keeps a kubeconfig token as ``"Bearer <token>"`` or bare, but the
+    in-cluster token as ``"bearer <token>"`` (lowercase): the scheme is matched without
+    regard to case, so the header never reads ``Bearer bearer <token>`` (401).
+    """
+    scheme, _, rest = credential.strip().partition(" ")
+    if not rest:
+        return f"Bearer {scheme}"
+    if scheme.lower() == "bearer":
+        return f"Bearer {rest.strip()}"
+    return credential.strip()  # another scheme (tokens hold no spaces): leave it be
+
+
 def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
     """Read a kubeconfig file (or the in-cluster config when `kubeconfig` is None)."""
     from kubernetes import client as kclient
@@ -56,7 +71,7 @@ def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
             if setting.get("in") == "header" and setting.get("key", "").lower() == "authorization":
                 value = setting.get("value")
                 if value:
-                    return str(value)
+                    return bearer_authorization(str(value))
         return None
 
     has_token = bool(conf.api_key) or conf.refresh_api_key_hook is not None
