@@ -12,6 +12,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from splitsched.core.quantity import INT64_MAX
+
 # Canonical resource names. Everything else a pod or node names is an extended resource.
 CPU = "cpu"
 MEMORY = "memory"
@@ -281,8 +283,11 @@ class Pod:
 
 
 def _add_into(total: dict[str, int], more: Mapping[str, int]) -> None:
+    """Sums that saturate at int64's maximum: each amount fits in int64, but containers
+    that each ask for nearly 8 EiB would overflow the node table's int64 columns. A
+    saturated request fits no node, as the exact sum would not."""
     for name, amount in more.items():
-        total[name] = total.get(name, 0) + amount
+        total[name] = min(total.get(name, 0) + amount, INT64_MAX)
 
 
 def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:

@@ -941,3 +941,14 @@ def test_fast_constructors_build_equal_objects_with_defaults() -> None:
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         pod.name = "x"  # type: ignore[misc]
+
+
+def test_requests_summed_past_int64_saturate() -> None:
+    """Found by the mutation test above: two containers whose memory each fits in int64
+    summed to 2**63, which the node table's int64 columns cannot hold."""
+    obj = typical_pod()
+    for container in obj["spec"]["containers"]:
+        container["resources"] = {"requests": {"memory": str(2**62 + 2**61)}}
+    pod = pod_from_k8s(obj)
+    assert len(obj["spec"]["containers"]) >= 2
+    assert pod.requests["memory"] == 2**63 - 1
