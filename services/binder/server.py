@@ -14,7 +14,8 @@ from typing import Any
 
 import grpc
 
-from services.binder.worker import BindingPool, BindJob, PodKey, PreemptJob
+from services.binder.jobs import BindJob, PodKey, PreemptJob
+from services.binder.worker import BindingPool
 from splitsched.runtime import tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 

@@ -1,6 +1,6 @@
 """Retry delays shared by the services' retry loops.
 
-Called by `services.binder.worker` (Bindings, Evictions, reading a pod back) and
+Called by `services.binder.retrying` (every request the binder retries) and
 `services.binder.reporter` (outcome reports to the scheduler).
 """
 

@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from services.binder import worker
+from services.binder.preemption import EVICTION_CONCURRENCY
 from services.binder.server import MAX_VICTIMS
-from services.binder.worker import EVICTION_CONCURRENCY
 from splitsched.v1 import binder_pb2, types_pb2
 from tests.service.test_binder import (
     FakeKube,

@@ -19,7 +19,7 @@ import grpc
 import pytest
 from aiohttp import web
 
-from services.binder import worker
+from services.binder import recorder
 from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
@@ -153,7 +153,7 @@ def test_throttling_and_resets_are_retried_honouring_retry_after() -> None:
 
 
 def test_retries_are_bounded_and_never_block_bindings(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="services.binder.worker")
+    caplog.set_level(logging.INFO, logger="services.binder.recorder")
 
     async def body() -> None:
         async with rig() as r:
@@ -168,7 +168,7 @@ def test_retries_are_bounded_and_never_block_bindings(caplog: pytest.LogCaptureF
             gave_up = "event FailedScheduling for ns/p1 not written"
             await eventually(lambda: any(gave_up in m for m in caplog.messages))
             # Every FailedScheduling try, plus b1's Scheduled event (best effort, one try).
-            assert r.tries("POST", EVENTS) == worker.UNSCHEDULABLE_WRITE_ATTEMPTS + 1
+            assert r.tries("POST", EVENTS) == recorder.UNSCHEDULABLE_WRITE_ATTEMPTS + 1
             assert r.kube.events == []
 
     run(body())

@@ -31,11 +31,12 @@ from aiohttp import web
 from kubernetes import client
 
 from services.binder import worker as binder_worker
+from services.binder.jobs import BindJob
 from services.binder.kubeapi import KubeClient as BinderKubeClient
 from services.binder.kubeapi import KubeEndpoint as BinderEndpoint
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
-from services.binder.worker import BindingPool, BindJob
+from services.binder.worker import BindingPool
 from services.scheduler import leader
 from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi

@@ -27,6 +27,7 @@ from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer, job_from_request
+from services.binder.spans import NO_CALL, bind_call
 from services.binder.worker import BindingPool
 from services.scheduler.api import SchedulerApi
 from services.scheduler.main import SchedulerService
@@ -115,9 +116,9 @@ def test_off_when_nothing_is_configured(monkeypatch: pytest.MonkeyPatch) -> None
     assert not tracing.setup("scheduler")
     assert not tracing.enabled()
     assert isinstance(tracing.tracer(), trace.NoOpTracer)
-    assert tracing.bind_call(
+    assert bind_call(
         carrier={}, namespace="ns", name="p", uid="u", node="n", decision_id="d", accepted_at=0.0
-    ) is tracing.NO_CALL  # fmt: skip
+    ) is NO_CALL  # fmt: skip
     assert threading.active_count() == threads  # no exporter thread
 
 
@@ -458,11 +459,11 @@ def test_a_pod_the_watcher_did_not_sample_costs_no_span_but_passes_the_decision_
     # The binder is told "not sampled" in the same trace, so it builds nothing either.
     traceparent = carrier["traceparent"]
     assert traceparent.startswith(f"00-{'ab' * 16}-") and traceparent.endswith("-00")
-    call = tracing.bind_call(
+    call = bind_call(
         carrier=carrier, namespace="ns", name="a", uid="uid-a", node=decision.node,
         decision_id=decision.decision_id, accepted_at=0.0,
     )  # fmt: skip
-    assert call is tracing.NO_CALL
+    assert call is NO_CALL
     traces.bind_sent("uid-a", decision.decision_id, accepted=True)
     traces.confirmed("uid-a", decision.node)
     assert traces.open_attempts == 0

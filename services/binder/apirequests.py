@@ -1,0 +1,117 @@
+"""Every request the binder makes to the API server, built as a value before it is sent.
+
+An ``ApiRequest`` holds the method, path and body, and what its answer means: which
+answers are worth another try (``retryable``) and which besides a 2xx mean the write is
+done (``done_codes``). ``services.binder.kubeapi.KubeClient.send`` sends one;
+``services.binder.retrying`` retries one. No I/O here (lightkube's split between
+``prepare_request`` and sending).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from services.binder import classify
+from services.binder.events import micro_time
+from services.binder.jobs import BindJob, PodKey
+
+JSON = "application/json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """One API request and the meaning of its answers."""
+
+    method: str
+    path: str
+    body: Any = None
+    content_type: str = JSON
+    #: Which answers are worth trying again (the retry loop's question).
+    retryable: Callable[[classify.Answer], bool] = classify.retryable_status
+    #: Answers besides 2xx that mean the write is done.
+    done_codes: frozenset[int] = frozenset()
+    #: What the request does, for log lines ("event FailedScheduling for ns/p").
+    what: str = ""
+
+    def done(self, answer: classify.Answer) -> bool:
+        return answer.status < 300 or answer.status in self.done_codes
+
+
+def _pod_path(namespace: str, name: str, sub: str = "") -> str:
+    path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+    return f"{path}/{sub}" if sub else path
+
+
+def binding(job: BindJob) -> ApiRequest:
+    """POST pods/{name}/binding with the pod's uid as a precondition."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": job.name, "namespace": job.namespace, "uid": job.uid},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": job.node},
+    }
+    path = _pod_path(job.namespace, job.name, "binding")
+    return ApiRequest("POST", path, body, what=f"binding {job.pod} to {job.node}")
+
+
+def read_pod(namespace: str, name: str) -> ApiRequest:
+    return ApiRequest("GET", _pod_path(namespace, name), what=f"pod {namespace}/{name}")
+
+
+def create_event(event: dict[str, Any]) -> ApiRequest:
+    """Create an ``events.k8s.io/v1`` Event (a 409: an earlier try whose answer was lost
+    created it, the name being the same)."""
+    namespace = event["metadata"]["namespace"]
+    regarding = event["regarding"]["name"]
+    return ApiRequest(
+        "POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events", event,
+        retryable=classify.retryable_create, done_codes=frozenset({409}),
+        what=f"event {event['reason']} for {namespace}/{regarding}",
+    )  # fmt: skip
+
+
+def unschedulable_condition(pod: PodKey, *, reason: str, message: str, now: float) -> ApiRequest:
+    """A strategic-merge PATCH of pods/{name}/status setting PodScheduled=False."""
+    condition = {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": None,
+        "lastTransitionTime": micro_time(now)[:19] + "Z",
+    }
+    return ApiRequest(
+        "PATCH", _pod_path(pod.namespace, pod.name, "status"),
+        {"status": {"conditions": [condition]}}, STRATEGIC_MERGE_PATCH,
+        what=f"PodScheduled condition of {pod}",
+    )  # fmt: skip
+
+
+def nomination(preemptor: PodKey, node: str) -> ApiRequest:
+    """A merge PATCH of the preemptor's ``status.nominatedNodeName``. metadata.uid in a
+    merge patch is checked: another uid is refused (422, immutable)."""
+    patch = {"metadata": {"uid": preemptor.uid}, "status": {"nominatedNodeName": node}}
+    return ApiRequest(
+        "PATCH", _pod_path(preemptor.namespace, preemptor.name, "status"), patch, MERGE_PATCH,
+        what=f"nominatedNodeName of {preemptor}",
+    )  # fmt: skip
+
+
+def eviction(victim: PodKey) -> ApiRequest:
+    """POST a policy/v1 Eviction, the pod's uid as a precondition. The API server checks
+    PodDisruptionBudgets: 429 when one forbids the eviction."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": victim.name, "namespace": victim.namespace},
+        "deleteOptions": {"preconditions": {"uid": victim.uid}},
+    }
+    return ApiRequest(
+        "POST", _pod_path(victim.namespace, victim.name, "eviction"), body,
+        retryable=classify.retryable_eviction, what=f"eviction of {victim}",
+    )  # fmt: skip

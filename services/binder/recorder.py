@@ -1,0 +1,95 @@
+"""What the binder records about pods besides Bindings and evictions: the ``Scheduled``,
+``Preempted`` and ``FailedScheduling`` Events and the PodScheduled=False condition
+(kube-scheduler's event recorder and its status update after a failed cycle).
+
+``services.binder.worker`` calls ``scheduled`` after a BOUND outcome is reported,
+``preempted`` on each evicted victim, ``unschedulable`` for the scheduler's reports.
+Scheduled and Preempted are best-effort, one try each. FailedScheduling and the condition
+are the only record of why a pod waits, so each is retried through 5xx, 429 and resets, a
+bounded number of times, and a write that did not land is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from services.binder import apirequests, events
+from services.binder.apirequests import ApiRequest
+from services.binder.events import EventSource
+from services.binder.jobs import BindJob, PodKey, PreemptJob
+from services.binder.retrying import MAX_REQUEST_TIMEOUT, NETWORK_ERRORS, Retrier
+
+log = logging.getLogger(__name__)
+
+#: The FailedScheduling Event and the PodScheduled=False condition are each retried with
+#: the Binding's backoff (Retry-After honoured) for at most this long and this many tries.
+UNSCHEDULABLE_WRITE_SECONDS = 30.0
+UNSCHEDULABLE_WRITE_ATTEMPTS = 8
+
+
+class Recorder:
+    """Writes Events and the PodScheduled condition about pods."""
+
+    def __init__(
+        self, *, retrier: Retrier, source: EventSource, clock: Callable[[], float]
+    ) -> None:
+        self._retrier = retrier
+        self._source = source
+        self._clock = clock
+
+    async def scheduled(self, job: BindJob) -> None:
+        note = f"Successfully assigned {job.namespace}/{job.name} to {job.node}"
+        event = self._source.event(
+            events.SCHEDULED, job.pod, note, now=self._clock(), profile=job.profile
+        )
+        await self._create_once(event)
+
+    async def preempted(self, job: PreemptJob, victim: PodKey) -> None:
+        note = f"Preempted by pod {job.preemptor.uid} on node {job.node}"
+        event = self._source.event(
+            events.PREEMPTED, victim, note, now=self._clock(), related=job.preemptor
+        )
+        await self._create_once(event)
+
+    async def unschedulable(self, pod: PodKey, *, message: str, reason: str, profile: str) -> None:
+        """The FailedScheduling Event and PodScheduled=False, written side by side."""
+        now = self._clock()
+        event = self._source.event(events.FAILED_SCHEDULING, pod, message, now=now, profile=profile)
+        condition = apirequests.unschedulable_condition(
+            pod, reason=reason, message=message, now=now
+        )
+        deadline = now + UNSCHEDULABLE_WRITE_SECONDS
+        await asyncio.gather(
+            self._write_retried(apirequests.create_event(event), deadline=deadline),
+            self._write_retried(condition, deadline=deadline),
+        )
+
+    async def _create_once(self, event: dict[str, Any]) -> None:
+        request = apirequests.create_event(event)
+        try:
+            answer = await self._retrier.sender.send(request, budget=MAX_REQUEST_TIMEOUT)
+        except NETWORK_ERRORS as exc:
+            log.warning("%s not written: %s", request.what, exc)
+            return
+        if answer.status >= 300:
+            log.warning("%s not written: HTTP %d %s", request.what, answer.status, answer.message)
+
+    async def _write_retried(self, request: ApiRequest, *, deadline: float) -> bool:
+        """One write with the Binding's retries, at most ``UNSCHEDULABLE_WRITE_ATTEMPTS``
+        tries before ``deadline``; logs a write that did not land. True when written."""
+        done = await self._retrier.send(
+            request, deadline=deadline, max_attempts=UNSCHEDULABLE_WRITE_ATTEMPTS
+        )
+        answer = done.value
+        if answer is not None and request.done(answer):
+            if done.attempts > 1:
+                log.info("%s written after %d attempts", request.what, done.attempts)
+            return True
+        why = done.error
+        if answer is not None:
+            why = f"HTTP {answer.status} {answer.message}"
+        log.warning("%s not written: %s", request.what, why)
+        return False
