@@ -84,7 +84,7 @@ def _bounded_put(table: dict[K, V], key: K, value: V) -> None:
 
 
 class SchedulingTraces(CycleObserver):
-    """The scheduler's per-attempt spans (see the module docstring for the tree).
+    """The scheduler's per-attempt spans (the module docstring says how they are wired).
 
     `queued_of(uid)` gives the queue entry of the pod being scheduled (its enqueue time and
     attempt count) when the core starts its cycle."""
