@@ -40,10 +40,12 @@ from services.scheduler.state import (
     SchedulerState,
     Unschedulable,
 )
+from services.scheduler.traces import SchedulingTraces
 from splitsched import wire
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
+from splitsched.core.observer import NO_OBSERVER
 from splitsched.core.queue import SchedulingQueue
 from splitsched.runtime import (
     config,
@@ -188,7 +190,14 @@ class SchedulerService:
         text = Path(args.profiles).read_text(encoding="utf-8") if args.profiles else ""
         profs = profiles.load_profiles_yaml(text)
         clock = SystemClock()
-        algo = algorithm.FrameworkAlgorithm(cache=SchedulerCache(clock=clock), profiles=profs)
+        # Tracing off: None, the core's observer does nothing and the loops skip every
+        # tracing step.
+        self.traces: SchedulingTraces | None = None
+        if tracing.enabled():
+            self.traces = SchedulingTraces(queued_of=lambda uid: self.state.queue.get(uid))
+        algo = algorithm.FrameworkAlgorithm(
+            cache=SchedulerCache(clock=clock), profiles=profs, observer=self.traces or NO_OBSERVER
+        )
         queue = SchedulingQueue(clock=clock)
         self.state = SchedulerState(
             algo=algo,
@@ -232,11 +241,6 @@ class SchedulerService:
         self.inflight_sends: set[asyncio.Task[None]] = set()
         self.state.listeners.append(self._observe)
         self.binders_ok = False
-        # Tracing off: None, and the loops skip every tracing step.
-        self.traces: tracing.SchedulingTraces | None = None
-        if tracing.enabled():
-            self.traces = tracing.SchedulingTraces()
-            self.traces.install(algo, lambda uid: self.state.queue.get(uid))
 
     def _observe(self, event: DecisionEvent) -> None:
         kind = event.kind
@@ -444,7 +448,7 @@ class SchedulerService:
 
     @staticmethod
     def _trace_attempts(
-        traces: tracing.SchedulingTraces, outcomes: Sequence[Decision | Unschedulable]
+        traces: SchedulingTraces, outcomes: Sequence[Decision | Unschedulable]
     ) -> None:
         for outcome in outcomes:
             if isinstance(outcome, Decision):

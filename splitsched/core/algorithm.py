@@ -22,6 +22,7 @@ from splitsched.core import framework, models
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominator import Nominator, interacts
+from splitsched.core.observer import NO_OBSERVER, CycleObserver
 
 # Pseudo-plugin names for rejections that happen before any plugin runs.
 NO_PROFILE = "SchedulerProfile"
@@ -158,7 +159,8 @@ def format_summary(total: int, counts: Mapping[str, int]) -> str:
 
 
 class FrameworkAlgorithm:
-    """Runs a profile's plugins over the whole node table at once."""
+    """Runs a profile's plugins over the whole node table at once, telling its `observer`
+    (`splitsched.core.observer`: tracing, when on) as each step starts and finishes."""
 
     def __init__(
         self,
@@ -167,11 +169,14 @@ class FrameworkAlgorithm:
         profiles: Mapping[str, framework.Profile],
         rng: random.Random | None = None,
         nominator: Nominator | None = None,
+        observer: CycleObserver = NO_OBSERVER,
     ) -> None:
         self.cache = cache
         self.profiles = dict(profiles)
         self.rng = rng or random.Random(0)
         self.nominator = nominator if nominator is not None else Nominator()
+        #: Told about each step of a cycle (schedule, score, assume, place_gang): tracing.
+        self.observer = observer
         self._memo: _RawScores | None = None
 
     @property
@@ -536,6 +541,14 @@ class FrameworkAlgorithm:
         self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
     ) -> ScheduleResult:
         """One scheduling cycle without side effects on the cache (see `assume`)."""
+        self.observer.schedule_started(pod)
+        result = self._schedule_cycle(pod, suggested_nodes)
+        self.observer.schedule_finished(pod, result)
+        return result
+
+    def _schedule_cycle(
+        self, pod: models.Pod, suggested_nodes: Sequence[str] | None
+    ) -> ScheduleResult:
         state = framework.CycleState()
         profile = self.profile_for(pod)
         if profile is None:
@@ -576,7 +589,9 @@ class FrameworkAlgorithm:
         if feasible.size == 1:
             node = self.table.names[int(feasible[0])]
             return ScheduleResult(bind=BindInfo(node, 0.0, 1), state=state)
+        self.observer.score_started(pod)
         scored = self.score(profile, state, pod, feasible)
+        self.observer.score_finished(pod)
         pick = self._select(scored)
         node = self.table.names[int(feasible[pick])]
         return ScheduleResult(
@@ -599,6 +614,14 @@ class FrameworkAlgorithm:
         """Assume the pod on the node in the cache, then run Reserve and Permit. On any
         rejection everything is undone and the status says why. WAIT from Permit leaves
         the pod assumed (the caller holds it until allowed)."""
+        self.observer.assume_started(pod, node)
+        status = self._assume_reserve_permit(pod, node, state)
+        self.observer.assume_finished(pod, node, status)
+        return status
+
+    def _assume_reserve_permit(
+        self, pod: models.Pod, node: str, state: framework.CycleState | None
+    ) -> framework.Status:
         state = state or framework.CycleState()
         profile = self.profile_for(pod)
         self.cache.assume(pod, node)
@@ -630,6 +653,14 @@ class FrameworkAlgorithm:
         """All or nothing, in one cycle: schedule and assume each member in turn (each sees
         the ones before it); if one fits nowhere, forget every assumption made here and
         return that member and why. Returns (placements, blocking member, its wait)."""
+        self.observer.gang_started(pods)
+        placed, blocking, wait = self._place_all_or_none(pods)
+        self.observer.gang_finished(pods, placed, blocking)
+        return placed, blocking, wait
+
+    def _place_all_or_none(
+        self, pods: Sequence[models.Pod]
+    ) -> tuple[list[tuple[models.Pod, str]], models.Pod | None, WaitInfo | None]:
         placed: list[tuple[models.Pod, str]] = []
         for pod in pods:
             result = self.schedule(pod)

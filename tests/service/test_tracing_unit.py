@@ -32,6 +32,7 @@ from services.binder.worker import BindingPool
 from services.scheduler.api import SchedulerApi
 from services.scheduler.main import SchedulerService
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
+from services.scheduler.traces import SchedulingTraces
 from services.watcher import listwatch, ring
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
@@ -272,25 +273,23 @@ def pod(name: str, cpu: int = 600) -> models.Pod:
     )
 
 
-def traced_state() -> tuple[SchedulerState, tracing.SchedulingTraces, FakeClock]:
+def traced_state() -> tuple[SchedulerState, SchedulingTraces, FakeClock]:
     clock = FakeClock(100.0)
+    traces = SchedulingTraces(queued_of=lambda uid: state.queue.get(uid))
     algo = algorithm.FrameworkAlgorithm(
         cache=SchedulerCache(clock=clock),
         profiles=profiles.load_profiles(None),
         rng=random.Random(0),
+        observer=traces,
     )
     state = SchedulerState(
         algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s"
     )
     state.mark_synced()
-    traces = tracing.SchedulingTraces()
-    traces.install(algo, lambda uid: state.queue.get(uid))
     return state, traces, clock
 
 
-def run_attempt(
-    state: SchedulerState, traces: tracing.SchedulingTraces
-) -> Decision | Unschedulable:
+def run_attempt(state: SchedulerState, traces: SchedulingTraces) -> Decision | Unschedulable:
     traces.begin()
     out = state.schedule_one()
     assert out is not None and len(out) == 1
@@ -610,9 +609,7 @@ def gang_pod(name: str, *, cpu: int, min_member: int) -> models.Pod:
     return dataclasses.replace(pod(name, cpu=cpu), group=models.PodGroupRef("g", min_member))
 
 
-def gang_attempt(
-    state: SchedulerState, traces: tracing.SchedulingTraces
-) -> list[Decision | Unschedulable]:
+def gang_attempt(state: SchedulerState, traces: SchedulingTraces) -> list[Decision | Unschedulable]:
     """One cycle traced as the scheduler's loop traces it (its own `_trace_attempts`)."""
     traces.begin()
     outcomes = state.schedule_one()
