@@ -34,9 +34,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from services.scheduler import leader
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import (
-    ADOPTED,
     Decision,
     DecisionEvent,
+    EventKind,
     SchedulerState,
     Unschedulable,
 )
@@ -86,7 +86,6 @@ MAX_BATCH = 128  # decisions per BindBatch call
 CYCLE_BUCKETS = (0.0001, 0.00025, 0.0005, *(0.001 * 2**i for i in range(15)))
 SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
 BINDER_PROBE_SECONDS = 2.0
-OUTCOME_KINDS = frozenset({"BOUND", "BIND_FAILED", "CONFLICT", "POD_GONE"})
 
 
 def _not_received(exc: grpc.aio.AioRpcError) -> bool:
@@ -205,10 +204,11 @@ class SchedulerService:
             clock=clock,
             scheduler_id=args.scheduler_id,
             bind_timeout=args.bind_timeout,
+            leading=not args.leader_elect,
+            # Unique per process: a restarted scheduler must not reuse a decision id that a
+            # binder still remembers (it would answer with the old decision's outcome).
+            decision_prefix=f"{args.scheduler_id}.{secrets.token_hex(3)}",
         )
-        # Unique per process: a restarted scheduler must not reuse a decision id that a
-        # binder still remembers (it would answer with the old decision's outcome).
-        self.state.decision_prefix = f"{args.scheduler_id}.{secrets.token_hex(3)}"
         self.elector: leader.LeaderElector | None = None
         self.lease_client: kubeclient.KubeClient | None = None
         if args.leader_elect:
@@ -222,7 +222,6 @@ class SchedulerService:
                 renew_deadline=args.renew_deadline,
                 retry_period=args.retry_period,
             )
-        self.state.leading = self.elector is None
         # Scheduling starts at this monotonic time: set when leading with a synced view and
         # serving (binders can reach us: since `serving_since`).
         self.settle_until: float | None = None
@@ -244,11 +243,11 @@ class SchedulerService:
 
     def _observe(self, event: DecisionEvent) -> None:
         kind = event.kind
-        if kind == "SCHEDULED" and event.message.startswith(ADOPTED):
+        if kind is EventKind.SCHEDULED and event.adopted:
             self.metrics.adopted.inc()
-        if kind in OUTCOME_KINDS:
+        if kind.is_outcome:
             self.metrics.outcomes.labels(kind).inc()
-        if kind == "BOUND":
+        if kind is EventKind.BOUND:
             self.metrics.bound.inc()
             pod = event.pod
             if pod.creation_timestamp:
@@ -302,7 +301,7 @@ class SchedulerService:
         return time.monotonic() >= self.settle_until
 
     def _started_leading(self) -> None:
-        self.state.leading = True
+        self.state.set_leading(True)
         self.settle_until = None
         self.metrics.leader.set(1)
         log.info("leading (%s): scheduling once synced and settled", self._lease_name())
@@ -311,7 +310,7 @@ class SchedulerService:
     def _stopped_leading(self) -> None:
         """Lost the Lease: stop deciding at once, and exit non-zero so Kubernetes restarts
         a clean standby (like kube-scheduler)."""
-        self.state.leading = False
+        self.state.set_leading(False)
         self.metrics.leader.set(0)
         log.error("lost %s: stopping; exit code 1", self._lease_name())
         self.exit_code = 1

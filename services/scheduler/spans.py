@@ -18,8 +18,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanKind
 
 from splitsched.core import models
-from splitsched.core.algorithm import ScheduleResult
 from splitsched.core.queue import QueuedPod
+from splitsched.core.results import ScheduleResult
 from splitsched.runtime.tracing import pod_attributes, set_error, tracer
 
 #: The RPC attributes (semconv) of every span of a call to the Binder service.

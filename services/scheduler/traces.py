@@ -32,9 +32,9 @@ from opentelemetry.trace import Link
 
 from services.scheduler import spans
 from splitsched.core import framework, models
-from splitsched.core.algorithm import ScheduleResult
 from splitsched.core.observer import CycleObserver, Placements
 from splitsched.core.queue import QueuedPod
+from splitsched.core.results import ScheduleResult
 from splitsched.runtime import tracing
 from splitsched.runtime.tracing import extract, inject, set_error, span_context, tracer, wall_ns
 

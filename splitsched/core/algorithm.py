@@ -1,10 +1,14 @@
 """The scheduling algorithm: one pod through the framework against the cache's node table.
 
-Implements HiveD's SchedulerAlgorithm contract (`seeds/000`): `schedule(pod,
-suggested_nodes)` returns exactly one of bind info (a node), preempt info (victims) or
-wait info (why, per node); nodes and allocated pods are tracked through
-add/update/delete calls. Used by the scheduler service's loop, by `splitsched simulate`
-offline, and by the Explain/Simulate API. Pure: no I/O, randomness from an injected RNG.
+`schedule(pod, suggested_nodes)` returns exactly one of bind info (a node), preempt info
+(victims) or wait info (why, per node): HiveD's algorithm contract (`seeds/000`), with the
+results in `splitsched.core.results`. `assume` commits a choice (the cache, then Reserve and
+Permit) and `forget` is the one way back (Unreserve, then the cache): the scheduler's state
+calls it for every decision that does not end bound, gang rollback and what-if sessions use
+it too, and nothing else forgets in the cache. Explain and Simulate run in a what-if session
+(`what_if`, `splitsched.core.whatif`) that puts everything back. Used by the scheduler
+service's loop, by `splitsched simulate` offline, and by the Explain/Simulate API. Pure: no
+I/O, randomness from an injected RNG.
 """
 
 from __future__ import annotations
@@ -12,150 +16,43 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
-from splitsched.core import framework, models
+from splitsched.core import framework, models, nominated_rooms, whatif
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
-from splitsched.core.nominator import Nominator, interacts
+from splitsched.core.nominated_rooms import NOMINATED_PODS
+from splitsched.core.nominator import Nominator
 from splitsched.core.observer import NO_OBSERVER, CycleObserver
-
-# Pseudo-plugin names for rejections that happen before any plugin runs.
-NO_PROFILE = "SchedulerProfile"
-INVALID_POD = "PodValidation"
-NO_NODES = "NoNodes"
-# Rows that fit only without the pods nominated there (of at least the pod's priority).
-NOMINATED_PODS = "NominatedPods"
-NOMINATED_REASON = "node(s) had room held for nominated pods of equal or higher priority"
-
-
-@dataclass(frozen=True, slots=True)
-class BindInfo:
-    node: str
-    score: float
-    feasible_nodes: int
-
-
-@dataclass(frozen=True, slots=True)
-class PreemptInfo:
-    """Evict these victims so the pod fits on `node` (HiveD's PodPreemptInfo)."""
-
-    node: str
-    victims: tuple[models.Pod, ...]
-    wait: WaitInfo
-
-
-@dataclass(frozen=True, slots=True)
-class WaitInfo:
-    """Why the pod fits nowhere (HiveD's PodWaitInfo). `failed_plugins` drives requeueing:
-    only cluster events those plugins care about can make the pod fit."""
-
-    summary: str
-    reason_counts: Mapping[str, int]
-    failed_plugins: frozenset[str]
-    failed_node_reasons: Mapping[str, str] = field(default_factory=dict)
-    #: Per node of `failed_node_reasons`, the Filter plugin (or pseudo-plugin such as
-    #: PodValidation) that rejected it; absent where no plugin did (not suggested).
-    failed_node_plugins: Mapping[str, str] = field(default_factory=dict)
-    total_nodes: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleResult:
-    """Exactly one of bind, preempt, wait is set."""
-
-    bind: BindInfo | None = None
-    preempt: PreemptInfo | None = None
-    wait: WaitInfo | None = None
-    state: framework.CycleState | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.bind, self.preempt, self.wait)) != 1:
-            raise ValueError("ScheduleResult needs exactly one of bind, preempt, wait")
-
-
-class SchedulerAlgorithm(Protocol):
-    """HiveD's algorithm contract, as this project uses it."""
-
-    def schedule(
-        self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
-    ) -> ScheduleResult: ...
-
-    def add_node(self, node: models.Node) -> None: ...
-
-    def update_node(self, node: models.Node) -> None: ...
-
-    def delete_node(self, name: str) -> None: ...
-
-    def add_allocated_pod(self, pod: models.Pod) -> None: ...
-
-    def delete_allocated_pod(self, uid: str) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PluginRejections:
-    plugin: str
-    rows: IntArray
-    reasons: list[tuple[str, ...]]
-    resolvable_by_preemption: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    """Every filter plugin's verdict on every node (not just the first rejection)."""
-
-    pod: models.Pod
-    total_nodes: int
-    feasible: IntArray
-    rejections: list[PluginRejections]
-    summary: str
-    preemption_might_help: bool
-    pod_error: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ScoredNodes:
-    rows: IntArray
-    total: FloatArray
-    per_plugin: Mapping[str, FloatArray]
+from splitsched.core.results import (
+    INVALID_POD,
+    NO_NODES,
+    NO_PROFILE,
+    BindInfo,
+    Explanation,
+    PluginRejections,
+    PreemptInfo,
+    ScheduleResult,
+    ScoredNodes,
+    WaitInfo,
+    format_summary,
+    rejected_by_status,
+)
+from splitsched.core.scorememo import RawScores, ScoreMemo
 
 
 @dataclass(slots=True)
-class _RawScores:
-    """Raw (unnormalised) scores of row-local plugins over all rows for one pod shape."""
+class _Reservation:
+    """What `forget` needs to unreserve an assumed pod: the Reserve plugins that
+    reserved it, in order, and the cycle they ran in."""
 
-    key: tuple[object, ...]
-    n: int
-    spec_version: int
-    mark: int
-    raw: dict[str, FloatArray]
-
-
-def _shape_of(pod: models.Pod) -> tuple[object, ...]:
-    """What row-local scoring reads of a pod: requests, tolerations, node affinity."""
-    return (
-        tuple(sorted(pod.requests.items())),
-        pod.containers,
-        pod.init_containers,
-        tuple(sorted(pod.pod_requests.items())),
-        tuple(sorted(pod.overhead.items())),
-        pod.tolerations,
-        pod.node_affinity,
-        tuple(sorted(pod.node_selector.items())),
-    )
-
-
-def format_summary(total: int, counts: Mapping[str, int]) -> str:
-    """kube-scheduler's FitError message: "0/5 nodes are available: 2 Insufficient cpu, 3
-    node(s) had untolerated taint {gpu: true}." (reasons sorted as it sorts them)."""
-    parts = sorted(f"{n} {reason}" for reason, n in counts.items())
-    if not parts:
-        return f"0/{total} nodes are available."
-    return f"0/{total} nodes are available: {', '.join(parts)}."
+    state: framework.CycleState
+    pod: models.Pod
+    node: str
+    plugins: list[framework.ReservePlugin] = field(default_factory=list)
 
 
 class FrameworkAlgorithm:
@@ -177,27 +74,13 @@ class FrameworkAlgorithm:
         self.nominator = nominator if nominator is not None else Nominator()
         #: Told about each step of a cycle (schedule, score, assume, place_gang): tracing.
         self.observer = observer
-        self._memo: _RawScores | None = None
+        self._memo = ScoreMemo()
+        # Assumed pods whose Reserve plugins ran, until bound (`confirm`) or `forget`.
+        self._reservations: dict[str, _Reservation] = {}
 
     @property
     def table(self) -> NodeTable:
         return self.cache.table
-
-    # ---- HiveD's tracking calls --------------------------------------------------------
-    def add_node(self, node: models.Node) -> None:
-        self.cache.add_node(node)
-
-    def update_node(self, node: models.Node) -> None:
-        self.cache.update_node(node)
-
-    def delete_node(self, name: str) -> None:
-        self.cache.remove_node(name)
-
-    def add_allocated_pod(self, pod: models.Pod) -> None:
-        self.cache.add_pod(pod)
-
-    def delete_allocated_pod(self, uid: str) -> None:
-        self.cache.remove_pod(uid)
 
     # ---- the cycle ---------------------------------------------------------------------
     def profile_for(self, pod: models.Pod) -> framework.Profile | None:
@@ -261,77 +144,12 @@ class FrameworkAlgorithm:
         return mask, rejected_by
 
     # ---- rooms held for nominated pods ---------------------------------------------------
-    def _held_rooms(self, pod: models.Pod, rows: BoolArray) -> dict[int, list[models.Pod]]:
-        """Among `rows`, those with pods nominated there whose priority is at least the
-        pod's (not the pod itself, nor a pod the cache already counts somewhere)."""
-        held: dict[int, list[models.Pod]] = {}
-        row_of = self.table.row_of
-        cache = self.cache
-        for node, pods in self.nominator.by_node():
-            row = row_of.get(node)
-            if row is None or not rows[row]:
-                continue
-            keep = [
-                p
-                for p in pods.values()
-                if p.priority >= pod.priority and p.uid != pod.uid and p.uid not in cache
-            ]
-            if keep:
-                held[row] = keep
-        return held
-
     def _surely_fitting_dropped(
-        self, pod: models.Pod, held: dict[int, list[models.Pod]]
-    ) -> dict[int, list[models.Pod]]:
-        """Drop the rows where the pod fits beside its nominees on resources alone and
-        nothing else about pods can matter (neither the pod nor those nominees
-        `nominator.interacts`). The check is stricter than NodeResourcesFit (every column
-        the pod requests, none ignored), and among the filters only it and NodePorts,
-        InterPodAffinity and PodTopologySpread read pods, so a dropped row surely fits;
-        the rest get the full what-if. The common case (plain pods) costs a few array
-        operations instead of a filter pass."""
-        if not held or interacts(pod):
-            return held
-        table = self.table
-        vec = table.pod_vectors(pod).request
-        cols = np.flatnonzero(vec)  # includes the pods column
-        interacting = self.nominator.interacting
-        kept: dict[int, list[models.Pod]] = {}
-        rows: list[int] = []
-        starts: list[int] = []
-        vectors: list[IntArray] = []
-        for row, nominees in held.items():
-            if interacting and any(n.uid in interacting for n in nominees):
-                kept[row] = nominees
-                continue
-            rows.append(row)
-            starts.append(len(vectors))
-            # pod_vectors always spans the table's current columns.
-            vectors.extend(table.pod_vectors(n).request for n in nominees)
-        if rows:
-            at = np.asarray(rows, dtype=np.int64)
-            need = np.add.reduceat(np.stack(vectors)[:, cols], starts, axis=0) + vec[cols]
-            free = table.allocatable[at][:, cols] - table.requested[at][:, cols]
-            for row in at[~np.all(need <= free, axis=1)].tolist():
-                kept[row] = held[row]
-        return kept
-
-    @contextlib.contextmanager
-    def _counting(self, held: Mapping[int, Sequence[models.Pod]]) -> Iterator[None]:
-        """Count the held pods on their rows while the block runs; the table is restored
-        exactly afterwards."""
-        table = self.table
-        added: list[tuple[str, str]] = []
-        try:
-            for row, pods in held.items():
-                node = table.names[row]
-                for p in pods:
-                    table.add_pod(node, p)
-                    added.append((node, p.uid))
-            yield
-        finally:
-            for node, uid in reversed(added):
-                table.remove_pod(node, uid)
+        self, pod: models.Pod, held: nominated_rooms.Held
+    ) -> nominated_rooms.Held:
+        """The held rows where the pod might not fit beside its nominees
+        (`nominated_rooms.surely_fitting_dropped`)."""
+        return nominated_rooms.surely_fitting_dropped(self.nominator, self.table, pod, held)
 
     def _filter_afresh(
         self, profile: framework.Profile, pod: models.Pod
@@ -355,10 +173,11 @@ class FrameworkAlgorithm:
         nominated there (of at least this pod's priority) stays feasible only if the pod
         also fits with them counted. Only those rows are judged again: one more filter
         pass, and none at all while nothing is nominated to a feasible row."""
-        held = self._surely_fitting_dropped(pod, self._held_rooms(pod, mask))
+        rooms = nominated_rooms.held_rooms(self.nominator, self.cache, pod, mask)
+        held = self._surely_fitting_dropped(pod, rooms)
         if not held:
             return
-        with self._counting(held):
+        with nominated_rooms.counting(self.table, held):
             again = self._filter_afresh(profile, pod)
         rows = np.fromiter(held, dtype=np.int64, count=len(held))
         lost = rows if again is None else rows[~again[0][rows]]
@@ -366,7 +185,7 @@ class FrameworkAlgorithm:
             mask[lost] = False
             rejected_by[lost] = len(profile.filter) + 1
 
-    def _nominated_rejections(
+    def nominated_rejections(
         self, profile: framework.Profile, pod: models.Pod, mask: BoolArray
     ) -> PluginRejections | None:
         """For Explain: the feasible rows the pod fits only without the pods nominated
@@ -383,25 +202,10 @@ class FrameworkAlgorithm:
     def _held_room_reasons(
         self, profile: framework.Profile, pod: models.Pod, rows: Sequence[int]
     ) -> tuple[dict[int, tuple[str, ...]], set[str]]:
-        """Why each of `rows` (lost to nominated pods) rejects the pod with them counted,
-        in the rejecting plugin's words ("Insufficient cpu"), and those plugins' names."""
-        only = np.zeros(self.table.n, dtype=np.bool_)
-        only[list(rows)] = True
-        out: dict[int, tuple[str, ...]] = dict.fromkeys(rows, (NOMINATED_REASON,))
-        failed: set[str] = set()
-        with self._counting(self._held_rooms(pod, only)):
-            again = self._filter_afresh(profile, pod)
-            if again is not None:
-                _, by, fresh = again
-                for i, plugin in enumerate(profile.filter):
-                    mine = [r for r in rows if by[r] == i]
-                    if mine:
-                        failed.add(plugin.name)
-                        reasons = plugin.failure_reasons(fresh, pod, self.table, mine)
-                        out.update(zip(mine, reasons, strict=True))
-        if any(r == (NOMINATED_REASON,) for r in out.values()):
-            failed.add(NOMINATED_PODS)  # not a filter's verdict: any event may change it
-        return out, failed
+        return nominated_rooms.held_room_reasons(
+            nominator=self.nominator, cache=self.cache, profile=profile, pod=pod, rows=rows,
+            refilter=self._filter_afresh,
+        )  # fmt: skip
 
     def _wait_from_rejections(
         self,
@@ -480,46 +284,10 @@ class FrameworkAlgorithm:
         state: framework.CycleState,
         pod: models.Pod,
         active: Sequence[framework.ScoreEntry],
-    ) -> _RawScores | None:
-        """Raw scores over every row for the plugins whose score of a node depends only on
-        that node and the pod's shape, kept up to date incrementally: consecutive pods of
-        one shape (a Deployment's replicas) rescore only the rows that changed since.
-        None when some active plugin looks beyond single nodes (spread, inter-pod
-        affinity): then everything is computed afresh, exactly as before."""
-        if any(not getattr(e.plugin, "row_local", False) for e in active):
-            return None
-        table = self.table
-        key = (profile.scheduler_name, *_shape_of(pod), tuple(e.plugin.name for e in active))
-        memo = self._memo
-        stale: IntArray | None = None
-        if (
-            memo is not None
-            and memo.key == key
-            and memo.n == table.n
-            and memo.spec_version == table.spec_version
-        ):
-            stale = table.touched_since(memo.mark)
-        if memo is None or stale is None:
-            everything = np.arange(table.n, dtype=np.int64)
-            memo = _RawScores(
-                key=key,
-                n=table.n,
-                spec_version=table.spec_version,
-                mark=table.touch_mark,
-                raw={
-                    e.plugin.name: np.asarray(
-                        e.plugin.score(state, pod, table, everything), dtype=np.float64
-                    )
-                    for e in active
-                },
-            )
-            self._memo = memo
-            return memo
-        if stale.size:
-            for entry in active:
-                memo.raw[entry.plugin.name][stale] = entry.plugin.score(state, pod, table, stale)
-        memo.mark = table.touch_mark
-        return memo
+    ) -> RawScores | None:
+        """Raw scores of row-local plugins over every row, kept up to date incrementally
+        (`splitsched.core.scorememo`); None when some active plugin is not row-local."""
+        return self._memo.raw_scores(self.table, profile, state, pod, active)
 
     def _select(self, scored: ScoredNodes) -> int:
         best = np.flatnonzero(scored.total >= scored.total.max() - 1e-9)
@@ -607,13 +375,14 @@ class FrameworkAlgorithm:
         rows = np.flatnonzero(mask)
         return self.score(profile, state, pod, rows) if rows.size else None
 
-    # ---- committing a decision ---------------------------------------------------------
+    # ---- committing a decision, and the one way back -------------------------------------
     def assume(
         self, pod: models.Pod, node: str, state: framework.CycleState | None = None
     ) -> framework.Status:
         """Assume the pod on the node in the cache, then run Reserve and Permit. On any
-        rejection everything is undone and the status says why. WAIT from Permit leaves
-        the pod assumed (the caller holds it until allowed)."""
+        rejection `forget` undoes everything and the status says why. This scheduler holds
+        no pods waiting on Permit (kube-scheduler's WaitOnPermit): a WAIT is a wait that
+        times out at once, undone like a rejection."""
         self.observer.assume_started(pod, node)
         status = self._assume_reserve_permit(pod, node, state)
         self.observer.assume_finished(pod, node, status)
@@ -627,23 +396,19 @@ class FrameworkAlgorithm:
         self.cache.assume(pod, node)
         if profile is None:
             return framework.Status.success()
-        reserved: list[framework.ReservePlugin] = []
-        for plugin in profile.reserve:
-            status = plugin.reserve(state, pod, node)
-            if not status.ok:
-                for done in reversed(reserved):
-                    done.unreserve(state, pod, node)
-                self.cache.forget(pod.uid)
-                return status
-            reserved.append(plugin)
+        if profile.reserve:
+            reservation = _Reservation(state, pod, node)
+            self._reservations[pod.uid] = reservation
+            for plugin in profile.reserve:
+                status = plugin.reserve(state, pod, node)
+                if not status.ok:
+                    self.forget(pod.uid)
+                    return status
+                reservation.plugins.append(plugin)
         for permit in profile.permit:
             status = permit.permit(state, pod, node)
-            if status.code is framework.Code.WAIT:
-                return status
             if not status.ok:
-                for done in reversed(reserved):
-                    done.unreserve(state, pod, node)
-                self.cache.forget(pod.uid)
+                self.forget(pod.uid)
                 return status
         return framework.Status.success()
 
@@ -670,136 +435,45 @@ class FrameworkAlgorithm:
                 if status.ok:
                     placed.append((pod, result.bind.node))
                     continue
-                reasons = status.reasons or (f"rejected by {status.plugin}",)
-                blocked = WaitInfo(
-                    summary="; ".join(reasons),
-                    reason_counts={r: 1 for r in reasons},
-                    failed_plugins=frozenset({status.plugin or "Permit"}),
-                    total_nodes=self.table.n,
-                )
+                blocked = rejected_by_status(status, self.table.n)
             else:
                 # Preemption is not attempted for gangs: the whole gang would need room.
                 blocked = result.wait if result.wait is not None else result.preempt.wait  # type: ignore[union-attr]
             for done, _ in reversed(placed):
-                self.cache.forget(done.uid)
+                self.forget(done.uid)
             return [], pod, blocked
         return placed, None, None
 
+    def forget(self, uid: str) -> bool:
+        """Undo `assume` (kube-scheduler's failure handler: Unreserve, then ForgetPod): the
+        Reserve plugins that reserved the pod unreserve it, newest first, then the cache
+        forgets it. The one undo path: every decision that does not end bound, gang
+        rollback and what-if sessions come through here. False when the cache did not hold
+        the pod (it may still have been unreserved: an assumption lost with a fresh view)."""
+        reservation = self._reservations.pop(uid, None)
+        if reservation is not None:
+            for plugin in reversed(reservation.plugins):
+                plugin.unreserve(reservation.state, reservation.pod, reservation.node)
+        return self.cache.forget(uid)
+
+    def confirm(self, uid: str) -> None:
+        """The pod is bound (a binder's report or the watch): its reservation stands for
+        good, and nothing will unreserve it any more."""
+        self._reservations.pop(uid, None)
+
     # ---- explain and what-if -----------------------------------------------------------
+    def what_if(self) -> contextlib.AbstractContextManager[whatif.WhatIf]:
+        """A what-if session on the live view: place pods, explain, and on exit everything
+        is put back (Unreserve included), also when the block raises."""
+        return whatif.session(self)
+
     def explain(self, pod: models.Pod) -> Explanation:
         """Run every filter on every node and keep all rejections (an Explain call)."""
-        table = self.table
-        n = table.n
-        state = framework.CycleState()
-        profile = self.profile_for(pod)
-        if profile is None or pod.invalid_reason:
-            error = (
-                f"pod is invalid: {pod.invalid_reason}"
-                if pod.invalid_reason
-                else f"no scheduler profile named {pod.scheduler_name!r}"
-            )
-            return Explanation(
-                pod, n, np.zeros(0, dtype=np.int64), [], error, False, pod_error=error
-            )
-        rejections: list[PluginRejections] = []
-        mask = np.ones(n, dtype=np.bool_)
-        for pre in profile.pre_filter:
-            status = pre.pre_filter(state, pod, table)
-            if status.code is framework.Code.SKIP:
-                state.skip_filter.add(pre.name)
-            elif not status.ok:
-                rows = np.arange(n, dtype=np.int64)
-                reasons = [status.reasons or (f"rejected by {pre.name}",)] * n
-                rejections.append(PluginRejections(pre.name, rows, reasons, False))
-                mask[:] = False
-        first_counts: Counter[str] = Counter()
-        first_seen = np.zeros(n, dtype=np.bool_)
-        if not rejections:
-            for plugin in profile.filter:
-                if plugin.name in state.skip_filter:
-                    continue
-                fits = plugin.filter(state, pod, table)
-                rows = np.flatnonzero(~fits)
-                if rows.size == 0:
-                    continue
-                reasons = plugin.failure_reasons(state, pod, table, rows.tolist())
-                rejections.append(
-                    PluginRejections(plugin.name, rows, reasons, plugin.resolvable_by_preemption)
-                )
-                for row, rs in zip(rows.tolist(), reasons, strict=True):
-                    if not first_seen[row]:
-                        first_counts.update(rs)
-                        first_seen[row] = True
-                mask &= fits
-            if self.nominator and mask.any():
-                kept = self._nominated_rejections(profile, pod, mask)
-                if kept is not None:
-                    rejections.append(kept)
-                    for rs in kept.reasons:
-                        first_counts.update(rs)
-                    mask[kept.rows] = False
-        else:
-            first_counts.update({r: n for r in rejections[0].reasons[0]} if n else {})
-        feasible = np.flatnonzero(mask)
-        unresolvable = np.zeros(n, dtype=np.bool_)
-        for rej in rejections:
-            if not rej.resolvable_by_preemption:
-                unresolvable[rej.rows] = True
-        might_help = (
-            feasible.size == 0
-            and pod.preemption_policy != "Never"
-            and bool((~unresolvable).any())
-            and any(
-                any(p.priority < pod.priority for p in table.pods[row].values())
-                for row in np.flatnonzero(~unresolvable).tolist()
-            )
-        )
-        summary = (
-            f"{feasible.size}/{n} nodes are available."
-            if feasible.size
-            else format_summary(n, first_counts)
-        )
-        return Explanation(pod, n, feasible, rejections, summary, might_help)
+        with self.what_if() as view:
+            return view.explain(pod)
 
-    def simulate(
-        self, pods: Iterable[models.Pod], *, gang: bool = False
-    ) -> list[tuple[models.Pod, ScheduleResult, ScoredNodes | None]]:
+    def simulate(self, pods: Iterable[models.Pod], *, gang: bool = False) -> list[whatif.Placement]:
         """Place pods one after another as the scheduler would, each seeing the ones before
-        it, then undo every assumption: the cache is left exactly as it was. With `gang`,
-        a pod that fits nowhere makes the whole group unplaced."""
-        results: list[tuple[models.Pod, ScheduleResult, ScoredNodes | None]] = []
-        assumed: list[str] = []
-        saved_rng = self.rng.getstate()
-        try:
-            for pod in pods:
-                result = self.schedule(pod)
-                scored: ScoredNodes | None = None
-                profile = self.profile_for(pod)
-                if result.bind is not None and profile is not None:
-                    scored = self.scored_nodes(profile, pod)
-                    self.cache.assume(pod, result.bind.node)
-                    assumed.append(pod.uid)
-                results.append((pod, result, scored))
-        finally:
-            for uid in reversed(assumed):
-                self.cache.forget(uid)
-            self.rng.setstate(saved_rng)
-        if gang and any(r.bind is None for _, r, _ in results):
-            return [
-                (
-                    pod,
-                    r
-                    if r.bind is None
-                    else ScheduleResult(
-                        wait=WaitInfo(
-                            summary="the gang does not fit as a whole",
-                            reason_counts={},
-                            failed_plugins=frozenset({"Gang"}),
-                            total_nodes=self.table.n,
-                        )
-                    ),
-                    s,
-                )
-                for pod, r, s in results
-            ]
-        return results
+        it, then undo every placement: the view is left exactly as it was. With `gang`, a
+        pod that fits nowhere makes the whole group unplaced."""
+        return whatif.simulate(self, pods, gang=gang)

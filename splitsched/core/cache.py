@@ -2,8 +2,9 @@
 
 Owns the `NodeTable` that filter and score plugins read, and keeps it in step with node
 events, pod events from the watch, and the scheduler's own assumptions. Called by the
-scheduler service (watch events, the scheduling loop's assume/forget, the binder's outcomes)
-and by the algorithm (which reads `.table`).
+scheduler service (watch events, the binder's outcomes) and by the algorithm, which reads
+`.table`, assumes, and is the only caller of `forget` (`FrameworkAlgorithm.forget` runs the
+Reserve plugins' Unreserve first, so no plugin's reservation outlives its assumption).
 
 Pod states follow kube-scheduler's cache (pkg/scheduler/backend/cache): a pod is *Assumed*
 when the scheduler has picked a node and not yet seen the binding through the watch, and
@@ -152,7 +153,8 @@ class SchedulerCache:
     def forget(self, uid: str) -> bool:
         """Undo `assume` (the bind failed or a permit plugin rejected). A pod already gone
         from the cache is fine (returns False, as kube-scheduler's ForgetPod); a pod the watch
-        has confirmed cannot be forgotten."""
+        has confirmed cannot be forgotten. Call it through `FrameworkAlgorithm.forget`,
+        which unreserves first."""
         cached = self._pods.get(uid)
         if cached is None:
             return False

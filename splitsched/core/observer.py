@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 from splitsched.core import framework, models
 
 if TYPE_CHECKING:
-    from splitsched.core.algorithm import ScheduleResult
+    from splitsched.core.results import ScheduleResult
 
 
 #: What a gang's cycle placed: (member, node) pairs.

@@ -259,5 +259,3 @@ def pod_attributes(namespace: str, name: str, uid: str = "") -> dict[str, Any]:
     if uid:
         attrs["k8s.pod.uid"] = uid
     return attrs
-
-

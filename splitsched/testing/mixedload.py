@@ -300,7 +300,7 @@ def _placeable(algo: algorithm.FrameworkAlgorithm, pods: Sequence[models.Pod]) -
     if len(pods) > 1:
         placed, blocking, _ = algo.place_gang(pods)
         for pod, _node in placed:
-            algo.cache.forget(pod.uid)
+            algo.forget(pod.uid)
         return None if blocking is not None else f"fits as a whole ({len(placed)} members)"
     if algo.profile_for(pods[0]) is None:
         return f"no profile {pods[0].scheduler_name!r} to recheck it with"

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import grpc
 import pytest
 
-from services.scheduler import api as api_module
+from services.scheduler import api_input, api_views
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import Outcome, SchedulerState
 from splitsched import cli, wire
@@ -444,7 +444,7 @@ def test_simulate_places_in_order_and_explains_with_earlier_pods_counted() -> No
             )
             assert [p.node for p in gang.placements] == ["", ""]
             assert gang.blocking_pod.name == "b"
-            assert gang.placements[0].summary.startswith(api_module.GANG_NOT_PLACED)
+            assert gang.placements[0].summary.startswith(api_views.GANG_NOT_PLACED)
 
     run(go())
     assert fingerprint(state) == before
@@ -516,7 +516,7 @@ def test_simulate_takes_proto_pods_json_lists_and_multi_document_yaml() -> None:
             {"manifests": [manifest("a").replace("spec:", "spec:\n  schedulerName: other")]},
             "manifests[0]: pod default/a: spec.schedulerName: 'other' is not a profile",
         ),
-        ({"manifests": ["x" * (api_module.MAX_MANIFEST_BYTES + 1)]}, "manifests: 4194305 bytes"),
+        ({"manifests": ["x" * (api_input.MAX_MANIFEST_BYTES + 1)]}, "manifests: 4194305 bytes"),
         (
             {
                 "manifests": [
@@ -525,7 +525,7 @@ def test_simulate_takes_proto_pods_json_lists_and_multi_document_yaml() -> None:
                             "kind": "List",
                             "items": [
                                 {"metadata": {"name": f"p{i}"}, "spec": {"containers": []}}
-                                for i in range(api_module.MAX_SIMULATE_PODS + 1)
+                                for i in range(api_input.MAX_SIMULATE_PODS + 1)
                             ],
                         }
                     )

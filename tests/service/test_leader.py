@@ -475,10 +475,13 @@ def bare_state(*, leading: bool) -> SchedulerState:
         cache=SchedulerCache(clock=clock), profiles=profiles.load_profiles(None)
     )
     st = SchedulerState(
-        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s"
+        algo=algo,
+        queue=SchedulingQueue(clock=clock),
+        clock=clock,
+        scheduler_id="s",
+        leading=leading,
     )
     st.mark_synced()
-    st.leading = leading
     return st
 
 
@@ -516,9 +519,9 @@ def test_reports_reach_only_the_serving_replica_and_follow_a_failover() -> None:
             assert (apis[0].calls, apis[1].calls) == (10, 0)
             assert reporter.connected
             # Failover: the standby leads, the old leader steps down.
-            apis[0].state.leading = False
+            apis[0].state.set_leading(False)
             await servers[0].set_serving(False)
-            apis[1].state.leading = True
+            apis[1].state.set_leading(True)
             await servers[1].set_serving(True)
             for i in range(10, 20):
                 await reporter.put(scheduler_pb2.BindingOutcome(decision_id=f"d{i}", result=BOUND))
@@ -656,7 +659,7 @@ def test_standby_is_not_ready_unless_told_and_never_serves_reports() -> None:
             service.state = bare_state(leading=False)
             service.binders_ok = True
             seen.append(service.ready())
-            service.state.leading = True
+            service.state.set_leading(True)
             seen.append(service.ready())
         return seen
 

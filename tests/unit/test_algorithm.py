@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from splitsched.core import algorithm, batch, models, profiles
+from splitsched.core import algorithm, batch, models, nominated_rooms, profiles
 from splitsched.core.cache import SchedulerCache
 from tests.unit import test_preemption as base
 
@@ -191,7 +191,7 @@ def test_wait_names_the_plugin_that_rejected_each_node() -> None:
     result = algo.schedule(base.pod("web", 2000, priority=10))
     assert result.wait is not None, result
     assert dict(result.wait.failed_node_plugins) == {
-        "a": algorithm.NOMINATED_PODS,
+        "a": nominated_rooms.NOMINATED_PODS,
         "small": "NodeResourcesFit",
     }
     assert set(result.wait.failed_node_reasons) == {"a", "small"}

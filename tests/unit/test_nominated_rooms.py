@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from splitsched.core import algorithm, framework, models
+from splitsched.core import algorithm, framework, models, nominated_rooms
 from splitsched.core.nominator import Nominator
 from tests.unit import test_preemption as base
 from tests.unit.test_preemption import node
@@ -141,7 +141,7 @@ def test_explain_names_the_rooms_held_for_nominees() -> None:
     why = algo.explain(pod("small", 2000, priority=5))
     assert why.feasible.size == 0
     by_plugin = {r.plugin: (r.rows.tolist(), r.reasons) for r in why.rejections}
-    assert by_plugin[algorithm.NOMINATED_PODS] == ([0], [("Insufficient cpu",)])
+    assert by_plugin[nominated_rooms.NOMINATED_PODS] == ([0], [("Insufficient cpu",)])
     assert by_plugin["NodeResourcesFit"][0] == [1]
     assert why.summary == "0/2 nodes are available: 2 Insufficient cpu."
     assert np.array_equal(before, algo.table.requested)
