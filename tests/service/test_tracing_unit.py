@@ -29,7 +29,7 @@ from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer, job_from_request
 from services.binder.worker import BindingPool
 from services.scheduler.api import SchedulerApi
-from services.scheduler.main import SchedulerService
+from services.scheduler.loops import trace_attempts
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.watcher import listwatch, ring
 from splitsched.core import algorithm, models, profiles
@@ -612,11 +612,11 @@ def gang_pod(name: str, *, cpu: int, min_member: int) -> models.Pod:
 def gang_attempt(
     state: SchedulerState, traces: tracing.SchedulingTraces
 ) -> list[Decision | Unschedulable]:
-    """One cycle traced as the scheduler's loop traces it (its own `_trace_attempts`)."""
+    """One cycle traced as the scheduler's loop traces it (its own `trace_attempts`)."""
     traces.begin()
     outcomes = state.schedule_one()
     assert outcomes is not None
-    SchedulerService._trace_attempts(traces, outcomes)
+    trace_attempts(traces, outcomes)
     return outcomes
 
 
