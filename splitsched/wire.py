@@ -34,6 +34,8 @@ from splitsched.v1 import types_pb2
 __all__ = [
     "node_from_proto",
     "node_to_proto",
+    "pdb_from_proto",
+    "pdb_to_proto",
     "pod_from_proto",
     "pod_key",
     "pod_ref",
@@ -174,11 +176,6 @@ def _label_selector(msg: types_pb2.LabelSelector) -> models.LabelSelector:
         if exprs
         else (),
     )
-
-
-def label_selector_from_proto(msg: types_pb2.LabelSelector) -> models.LabelSelector:
-    """A LabelSelector message (e.g. a PodDisruptionBudget's selector) as a model."""
-    return _label_selector(msg)
 
 
 def _node_selector_requirements(
@@ -329,31 +326,48 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
         phase=pod.phase,
         invalid_reason=pod.invalid_reason,
     )
-    if pod.labels:
-        msg.labels.update(pod.labels)
-    if pod.annotations:
-        msg.annotations.update(pod.annotations)
+    _pod_maps_into(pod, msg)
     for c in pod.containers:
         _container_into(c, msg.containers.add())
     for c in pod.init_containers:
         _container_into(c, msg.init_containers.add())
-    if pod.overhead:
-        msg.overhead.update(pod.overhead)
-    if pod.pod_requests:
-        msg.pod_requests.update(pod.pod_requests)
-    if pod.node_selector:
-        msg.node_selector.update(pod.node_selector)
     if pod.node_affinity is not None:
         _node_affinity_into(pod.node_affinity, msg.node_affinity)
     if pod.pod_affinity is not None:
         _pod_affinity_into(pod.pod_affinity, msg.pod_affinity)
     if pod.pod_anti_affinity is not None:
         _pod_affinity_into(pod.pod_anti_affinity, msg.pod_anti_affinity)
-    for t in pod.tolerations:
+    _tolerations_into(pod.tolerations, msg)
+    _spread_constraints_into(pod.topology_spread_constraints, msg)
+    _pod_lifecycle_into(pod, msg, deletion_timestamp=deletion_timestamp)
+    return msg
+
+
+def _pod_maps_into(pod: models.Pod, msg: types_pb2.Pod) -> None:
+    """The pod's string and quantity maps (empty maps are left unset)."""
+    if pod.labels:
+        msg.labels.update(pod.labels)
+    if pod.annotations:
+        msg.annotations.update(pod.annotations)
+    if pod.overhead:
+        msg.overhead.update(pod.overhead)
+    if pod.pod_requests:
+        msg.pod_requests.update(pod.pod_requests)
+    if pod.node_selector:
+        msg.node_selector.update(pod.node_selector)
+
+
+def _tolerations_into(tolerations: Iterable[models.Toleration], msg: types_pb2.Pod) -> None:
+    for t in tolerations:
         tol = msg.tolerations.add(key=t.key, operator=t.operator, value=t.value, effect=t.effect)
         if t.toleration_seconds is not None:
             tol.toleration_seconds = t.toleration_seconds
-    for s in pod.topology_spread_constraints:
+
+
+def _spread_constraints_into(
+    constraints: Iterable[models.TopologySpreadConstraint], msg: types_pb2.Pod
+) -> None:
+    for s in constraints:
         tsc = msg.topology_spread_constraints.add(
             max_skew=s.max_skew,
             topology_key=s.topology_key,
@@ -366,6 +380,12 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
             _label_selector_into(s.label_selector, tsc.label_selector)
         if s.min_domains is not None:
             tsc.min_domains = s.min_domains
+
+
+def _pod_lifecycle_into(
+    pod: models.Pod, msg: types_pb2.Pod, *, deletion_timestamp: float | None
+) -> None:
+    """Where the pod comes from and where it is going: owner, gang, creation, deletion."""
     if pod.deleting:
         timestamp_from_float(deletion_timestamp or 0.0, msg.deletion_timestamp)
         msg.deletion_timestamp.SetInParent()
@@ -382,7 +402,6 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
         msg.group.min_member = pod.group.min_member
     if pod.creation_timestamp:
         timestamp_from_float(pod.creation_timestamp, msg.creation_timestamp)
-    return msg
 
 
 def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
@@ -429,4 +448,28 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         if has("creation_timestamp")
         else 0.0,
         invalid_reason=msg.invalid_reason,
+    )
+
+
+# ---- PodDisruptionBudgets ---------------------------------------------------------------
+
+
+def pdb_to_proto(pdb: models.PodDisruptionBudget) -> types_pb2.PodDisruptionBudget:
+    """The wire form of a PodDisruptionBudget (the model keeps no resourceVersion)."""
+    msg = types_pb2.PodDisruptionBudget(
+        namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed
+    )
+    if pdb.selector is not None:
+        _label_selector_into(pdb.selector, msg.selector)
+    return msg
+
+
+def pdb_from_proto(msg: types_pb2.PodDisruptionBudget) -> models.PodDisruptionBudget:
+    """The model of a streamed PodDisruptionBudget: an unset selector protects no pod (an
+    empty one, set, protects every pod of the namespace)."""
+    return models.PodDisruptionBudget(
+        namespace=msg.namespace,
+        name=msg.name,
+        selector=_label_selector(msg.selector) if msg.HasField("selector") else None,
+        disruptions_allowed=msg.disruptions_allowed,
     )

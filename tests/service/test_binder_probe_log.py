@@ -13,6 +13,7 @@ import socket
 
 import pytest
 
+from services.scheduler import dispatch
 from services.scheduler import main as scheduler_main
 from splitsched.runtime import config
 
@@ -38,12 +39,12 @@ async def probe_twice(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecor
             if any("no binder SERVING" in r.getMessage() for r in caplog.records):
                 break
             await asyncio.sleep(0.05)
-        await asyncio.sleep(scheduler_main.BINDER_PROBE_SECONDS + 0.5)  # one more round
+        await asyncio.sleep(dispatch.BINDER_PROBE_SECONDS + 0.5)  # one more round
     finally:
         svc.stopping.set()
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await svc.binders_channel.close()
+        await svc.dispatch.close()
     assert not svc.binders_ok
     return [r for r in caplog.records if "binder" in r.getMessage()]
 

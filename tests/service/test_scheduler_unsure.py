@@ -5,7 +5,7 @@ room a late bind (or eviction) uses (issue 9, restart and resync).
   ambiguously stays assumed until an outcome, the watch, or the deadline with the watch;
   a predecessor's preemption re-reported by a binder is adopted as a room held for its
   preemptor, not as a binding; a pending pod's nominated node is tried first.
-* The service's hand-off (`SchedulerService._send_batch` / `_preempt`) against in-process
+* The service's hand-off (`BinderDispatch.send_batch` / `preempt`) against in-process
   gRPC binders: a batch the binder took before the call broke keeps its room; a binder that
   cannot be reached at all gets the decision back at once.
 """
@@ -308,7 +308,7 @@ async def service(binders: str) -> AsyncIterator[scheduler_main.SchedulerService
     try:
         yield svc
     finally:
-        await svc.binders_channel.close()
+        await svc.dispatch.close()
 
 
 async def taken_then_broken(
@@ -337,7 +337,7 @@ def test_batch_the_binder_took_before_the_call_broke_keeps_its_room() -> None:
         async with service(f"127.0.0.1:{port}") as svc:
             fill(svc)
             d = decide(svc.state)
-            await taken_then_broken(svc, binder, server, svc._send_batch([d]))
+            await taken_then_broken(svc, binder, server, svc.dispatch.send_batch([d]))
             assert [r.decision_id for r in binder.batches[0].requests] == [d.decision_id]
             # Not released: the binder may still bind it.
             assert svc.state.decisions.get(d.decision_id) is d
@@ -363,7 +363,7 @@ def test_preemption_the_binder_took_before_the_call_broke_keeps_its_room() -> No
             st.apply_pod("ADDED", replace(pod("vip"), priority=100))
             d = decide(st)
             assert d.is_preemption
-            await taken_then_broken(svc, binder, server, svc._preempt(d))
+            await taken_then_broken(svc, binder, server, svc.dispatch.preempt(d))
             assert binder.preempts[0].decision_id == d.decision_id
             assert st.decisions.get(d.decision_id) is d
             assert st.cache.is_assumed("uid-vip")
@@ -377,7 +377,7 @@ def test_unreachable_binder_gets_nothing_so_the_decision_is_requeued_at_once() -
         async with service(f"127.0.0.1:{free_port()}") as svc:  # nobody listens
             fill(svc)
             d = decide(svc.state)
-            await svc._send_batch([d])
+            await svc.dispatch.send_batch([d])
             assert d.decision_id not in svc.state.decisions
             assert "uid-a" not in svc.state.cache
             assert svc.state.queue.place_of("uid-a") == "backoff"

@@ -30,7 +30,7 @@ from services.binder.server import BinderServicer, job_from_request
 from services.binder.spans import NO_CALL, bind_call
 from services.binder.worker import BindingPool
 from services.scheduler.api import SchedulerApi
-from services.scheduler.main import SchedulerService
+from services.scheduler.loops import trace_attempts
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
 from services.watcher import listwatch, ring
@@ -610,11 +610,11 @@ def gang_pod(name: str, *, cpu: int, min_member: int) -> models.Pod:
 
 
 def gang_attempt(state: SchedulerState, traces: SchedulingTraces) -> list[Decision | Unschedulable]:
-    """One cycle traced as the scheduler's loop traces it (its own `_trace_attempts`)."""
+    """One cycle traced as the scheduler's loop traces it (its own `trace_attempts`)."""
     traces.begin()
     outcomes = state.schedule_one()
     assert outcomes is not None
-    SchedulerService._trace_attempts(traces, outcomes)
+    trace_attempts(traces, outcomes)
     return outcomes
 
 

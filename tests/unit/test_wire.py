@@ -276,3 +276,30 @@ def test_converted_api_pod_survives_the_wire_with_same_requests() -> None:
     # cpu: max(250m + 1000m (limit defaults the request), init 2000m) = 2000m.
     assert back.requests == {"cpu": 2000, "memory": 2**30 + 64 * 2**20}
     assert back.creation_timestamp == 1704164645.0
+
+
+pdbs = st.builds(
+    models.PodDisruptionBudget,
+    namespace=names,
+    name=names,
+    selector=st.none() | label_selectors,
+    disruptions_allowed=INT32,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(pdbs)
+def test_pdb_round_trip(pdb: models.PodDisruptionBudget) -> None:
+    msg = wire.pdb_to_proto(pdb)
+    wired = types_pb2.PodDisruptionBudget.FromString(msg.SerializeToString())
+    assert wire.pdb_from_proto(wired) == pdb
+
+
+def test_pdb_without_selector_protects_nothing_and_empty_selector_protects_all() -> None:
+    # policy/v1: a null selector selects no pods, an empty one every pod of the namespace.
+    victim = models.Pod(uid="u", namespace="ns", name="a", labels={"app": "x"})
+    for selector, present in ((None, False), (models.LabelSelector(), True)):
+        pdb = models.PodDisruptionBudget("ns", "budget", selector, disruptions_allowed=0)
+        msg = types_pb2.PodDisruptionBudget.FromString(wire.pdb_to_proto(pdb).SerializeToString())
+        assert msg.HasField("selector") is present
+        assert wire.pdb_from_proto(msg).protects(victim) is present

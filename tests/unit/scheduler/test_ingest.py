@@ -1,0 +1,120 @@
+"""The watch ingest's pure half: `WatchIngest.apply` turns each streamed ClusterEvent into a
+change of the scheduler's state (snapshot, SYNCED, nodes, pods, PodDisruptionBudgets)
+and keeps the sequence a new stream resumes from. No watcher, no channel."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.scheduler.ingest import WatchIngest
+from services.scheduler.metrics import SchedulerMetrics
+from services.scheduler.state import SchedulerState
+from splitsched import wire
+from splitsched.core import algorithm, models, profiles
+from splitsched.core.cache import SchedulerCache
+from splitsched.core.clock import FakeClock
+from splitsched.core.queue import SchedulingQueue
+from splitsched.v1 import watcher_pb2
+
+Event = watcher_pb2.ClusterEvent
+PDB = models.PodDisruptionBudget("ns", "budget", models.LabelSelector((("app", "web"),)), 1)
+
+
+def new_ingest() -> WatchIngest:
+    clock = FakeClock(0.0)
+    algo = algorithm.FrameworkAlgorithm(
+        cache=SchedulerCache(clock=clock), profiles=profiles.load_profiles(None)
+    )
+    state = SchedulerState(
+        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s"
+    )
+    return WatchIngest(
+        state=state,
+        metrics=SchedulerMetrics(),
+        target="127.0.0.1:1",
+        subscriber="s",
+        tls=None,
+        poke=lambda: None,
+        stopping=asyncio.Event(),
+    )
+
+
+def node(name: str) -> models.Node:
+    return models.Node(name=name, allocatable={models.CPU: 1000, models.PODS: 10})
+
+
+def pod(name: str, node_name: str = "") -> models.Pod:
+    return models.Pod(
+        uid=f"uid-{name}",
+        namespace="ns",
+        name=name,
+        scheduler_name="splitsched",
+        node_name=node_name,
+    )
+
+
+def snapshot(ingest: WatchIngest) -> None:
+    """A watcher's snapshot: one node, one pending pod, one bound pod, one PDB."""
+    events = [
+        Event(sequence=1, type=Event.SNAPSHOT_BEGIN),
+        Event(sequence=2, type=Event.SNAPSHOT, node=wire.node_to_proto(node("n1"))),
+        Event(sequence=3, type=Event.SNAPSHOT, pod=wire.pod_to_proto(pod("pending"))),
+        Event(sequence=4, type=Event.SNAPSHOT, pod=wire.pod_to_proto(pod("bound", node_name="n1"))),
+        Event(sequence=5, type=Event.SNAPSHOT, pdb=wire.pdb_to_proto(PDB)),
+        Event(sequence=6, type=Event.SYNCED),
+    ]
+    for event in events:
+        ingest.apply(event)
+
+
+def applied(ingest: WatchIngest, etype: str) -> float:
+    value = ingest.metrics.registry.get_sample_value(
+        "splitsched_scheduler_watch_events_total", {"type": etype}
+    )
+    return value or 0.0
+
+
+def test_a_snapshot_builds_the_view_and_synced_marks_it_complete() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    state = ingest.state
+    assert state.synced
+    assert state.cache.node_names() == ["n1"]
+    assert "uid-pending" in state.queue and "uid-bound" not in state.queue
+    assert "uid-bound" in state.cache
+    assert state.cache.table.pdbs == {("ns", "budget"): PDB}
+    assert ingest.last_sequence == 6
+    assert applied(ingest, "SNAPSHOT") == 4 and applied(ingest, "SYNCED") == 1
+
+
+def test_deltas_change_and_delete_what_the_snapshot_brought() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    relaxed = models.PodDisruptionBudget("ns", "budget", None, 3)
+    ingest.apply(Event(sequence=7, type=Event.MODIFIED, pdb=wire.pdb_to_proto(relaxed)))
+    assert ingest.state.cache.table.pdbs == {("ns", "budget"): relaxed}
+    ingest.apply(Event(sequence=8, type=Event.DELETED, pdb=wire.pdb_to_proto(relaxed)))
+    assert ingest.state.cache.table.pdbs == {}
+    ingest.apply(Event(sequence=9, type=Event.DELETED, pod=wire.pod_to_proto(pod("pending"))))
+    assert "uid-pending" not in ingest.state.queue
+    ingest.apply(Event(sequence=10, type=Event.ADDED, node=wire.node_to_proto(node("n2"))))
+    assert sorted(ingest.state.cache.node_names()) == ["n1", "n2"]
+    assert ingest.last_sequence == 10
+
+
+def test_a_new_snapshot_drops_the_view_until_synced_again() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    ingest.apply(Event(sequence=20, type=Event.SNAPSHOT_BEGIN))
+    assert not ingest.state.synced
+    assert ingest.state.cache.node_names() == []
+    assert ingest.state.cache.table.pdbs == {}
+    assert ingest.last_sequence == 20
+
+
+def test_an_event_without_a_sequence_keeps_the_resume_point() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    ingest.apply(Event(type=Event.ADDED, node=wire.node_to_proto(node("n2"))))
+    assert ingest.last_sequence == 6
+    assert "n2" in ingest.state.cache.node_names()
