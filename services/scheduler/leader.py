@@ -34,20 +34,22 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
-
 from splitsched.runtime import kubeclient
 
 log = logging.getLogger(__name__)
 
 Json = dict[str, Any]
-NETWORK_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+NETWORK_ERRORS = kubeclient.NETWORK_ERRORS
 #: Acquire attempts wait retry_period * uniform(1, 1 + JITTER) (client-go uses 1.2).
 JITTER = 0.2
 
 
 class LeaderElectionError(RuntimeError):
     """Leader election cannot work as configured (bad timings, unreadable kubeconfig)."""
+
+
+#: What fails one round of reading or writing the Lease.
+ROUND_ERRORS: tuple[type[Exception], ...] = (LeaderElectionError, *NETWORK_ERRORS)
 
 
 def micro_time(when: float) -> str:
@@ -217,7 +219,7 @@ class LeaderElector:
             if not self.claimable(lease):
                 return False
             return await self.claim(lease, budget=budget)
-        except (LeaderElectionError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except ROUND_ERRORS as exc:
             error = str(exc) or type(exc).__name__
             if error != self._last_error:
                 log.warning("leader election (%s): %s", self.description, error)

@@ -1,43 +1,38 @@
 """List+watch of Nodes, Pods and PodDisruptionBudgets against the API server, into a hub.
 
-Called by `services.watcher.main`. Talks raw HTTP through aiohttp with the kubeconfig's (or
-the in-cluster) TLS material and token, and decodes JSON with orjson: the official client's
-model classes cost milliseconds per object. Each object is converted once
-(`splitsched.core.convert` -> `splitsched.wire` -> serialised event body) and handed to
-`ClusterHub`.
+Called by `services.watcher.main`. Talks raw HTTP through an aiohttp session to the one
+`splitsched.runtime.kubeclient.KubeEndpoint` (kubeconfig or in-cluster: TLS, token,
+``tls-server-name``), and decodes JSON with orjson: the official client's model classes
+cost milliseconds per object. Each object is converted once (`services.watcher.entries`)
+and handed to `ClusterHub`.
 
 Per resource, a `Reflector` runs: a paginated LIST (`limit`/`continue`), then WATCH from the
 list's resourceVersion with bookmarks; on 410 Gone it relists (the hub diffs the new list
 against its view, so subscribers get deltas, not a new snapshot); on a dropped connection
-it re-watches from the last resourceVersion with exponential backoff.
+it re-watches from the last resourceVersion with exponential backoff. The socket loop
+(`run`, `relist`, `watch_once`) is kept apart from the pure step (`handle_event`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 import orjson
-from prometheus_client import CollectorRegistry, Counter
 
-from services.watcher import ring
-from splitsched import wire
-from splitsched.core import models
-from splitsched.core.convert import ConversionError, node_from_k8s, pod_from_k8s
-from splitsched.runtime import kubeclient, tracing
-from splitsched.v1 import types_pb2
+from services.watcher import entries, ring
+from services.watcher.metrics import Metrics
+from splitsched.runtime import kubeclient
 
 log = logging.getLogger(__name__)
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _TYPE_NAMES: dict[int, str] = {
     int(ring.ADDED): "ADDED",
     int(ring.MODIFIED): "MODIFIED",
@@ -53,236 +48,6 @@ class ApiError(Exception):
     def __init__(self, status: int, body: str) -> None:
         super().__init__(f"HTTP {status}: {body[:300]}")
         self.status = status
-
-
-# ---- API access -----------------------------------------------------------------------
-
-
-@dataclass
-class KubeAccess:
-    """Server URL, TLS context and a token source, from a kubeconfig or the pod's
-    service account. The token is re-read for every request (rotated SA tokens)."""
-
-    host: str
-    ssl_context: ssl.SSLContext | bool
-    token: Callable[[], str | None]
-
-    @classmethod
-    def load(cls, kubeconfig: str | None) -> KubeAccess:
-        from kubernetes import client as kclient
-        from kubernetes import config as kconfig
-
-        cfg = kclient.Configuration()
-        if kubeconfig:
-            kconfig.load_kube_config(
-                config_file=kubeconfig, client_configuration=cfg, persist_config=False
-            )
-        else:
-            kconfig.load_incluster_config(client_configuration=cfg)
-        ctx: ssl.SSLContext | bool
-        if cfg.verify_ssl:
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-            if not cfg.assert_hostname and cfg.assert_hostname is not None:
-                ctx.check_hostname = False
-        else:
-            ctx = False
-        if cfg.cert_file:
-            if ctx is False:
-                ctx = ssl.create_default_context()
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            assert isinstance(ctx, ssl.SSLContext)
-            ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
-
-        def token() -> str | None:
-            value = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix(
-                "authorization"
-            )
-            return str(value) if value else None
-
-        return cls(host=str(cfg.host).rstrip("/"), ssl_context=ctx, token=token)
-
-    def headers(self) -> dict[str, str]:
-        h = {"Accept": "application/json"}
-        tok = self.token()
-        if tok:
-            h["Authorization"] = kubeclient.bearer_authorization(tok)
-        return h
-
-
-# ---- conversion into hub entries ------------------------------------------------------
-
-
-def _rfc3339(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
-
-
-class Converter:
-    """API JSON -> hub entries, applying the watcher-level scheduler-name filter."""
-
-    def __init__(self, *, scheduler_names: Iterable[str] = ()) -> None:
-        self.scheduler_names = frozenset(n for n in scheduler_names if n)
-
-    def pod(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
-        """None when the pod does not belong in the view (terminal, or pending for a
-        scheduler we don't serve)."""
-        pod = pod_from_k8s(obj, strict=False)
-        if pod.phase in TERMINAL_PHASES:
-            return None
-        if (
-            self.scheduler_names
-            and not pod.node_name
-            and pod.scheduler_name not in self.scheduler_names
-        ):
-            return None
-        if pod.invalid_reason:
-            log.warning("pod %s is malformed: %s", pod.key, pod.invalid_reason)
-        deletion = None
-        if pod.deleting:
-            deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
-        msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
-        fingerprint = _fingerprint(msg)
-        carrier = None
-        if not pod.node_name and not pod.deleting and tracing.enabled():
-            carrier = _observe_pending(pod, now)
-        return ring.Entry(
-            kind=ring.POD,
-            key=pod.key,
-            uid=pod.uid,
-            resource_version=pod.resource_version,
-            body=ring.encode_body(msg, observed_at=now, trace_context=carrier),
-            scheduler_name=pod.scheduler_name,
-            assigned=bool(pod.node_name),
-            fingerprint=fingerprint,
-            raw_fingerprint=raw_pod_fingerprint(obj),
-        )
-
-    def node(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
-        try:
-            node = node_from_k8s(obj)
-        except ConversionError as e:
-            log.error("skipping node that cannot be read: %s", e)
-            return None
-        msg = wire.node_to_proto(node)
-        return ring.Entry(
-            kind=ring.NODE,
-            key=node.name,
-            uid=node.uid,
-            resource_version=node.resource_version,
-            body=ring.encode_body(msg, observed_at=now),
-            fingerprint=_fingerprint(msg),
-        )
-
-    def pdb(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
-        try:
-            msg = pdb_to_proto(obj)
-        except (TypeError, ValueError, KeyError, AttributeError) as e:
-            log.error("skipping PodDisruptionBudget that cannot be read: %s", e)
-            return None
-        return ring.Entry(
-            kind=ring.PDB,
-            key=f"{msg.namespace}/{msg.name}",
-            uid=str(obj["metadata"].get("uid") or ""),
-            resource_version=msg.resource_version,
-            body=ring.encode_body(msg, observed_at=now),
-        )
-
-
-def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:
-    """Everything `pod_from_k8s` reads of a pod except its identity and resourceVersion,
-    serialised: equal for two versions whose conversions are equal but for the
-    resourceVersion and a non-terminal phase, so the second needs no conversion (a
-    fraction of its cost). b"" for a terminal pod (it must be converted: it leaves the view)."""
-    status = obj.get("status") or {}
-    phase = status.get("phase") if isinstance(status, dict) else None
-    if phase in TERMINAL_PHASES or not isinstance(status, dict):
-        return b""
-    meta = obj.get("metadata") or {}
-    if not isinstance(meta, dict):
-        return b""
-    try:
-        return orjson.dumps(
-            (
-                meta.get("labels"),
-                meta.get("annotations"),
-                meta.get("ownerReferences"),
-                meta.get("deletionTimestamp"),
-                meta.get("creationTimestamp"),
-                obj.get("spec"),
-                status.get("nominatedNodeName"),
-            )
-        )
-    except orjson.JSONEncodeError:
-        return b""
-
-
-def _fingerprint(msg: types_pb2.Pod | types_pb2.Node) -> bytes:
-    """The object's bytes without its resourceVersion and, for a pod, its phase (terminal
-    pods leave the view, so the phase only tells Pending from Running). After a bind, the
-    pod updates that follow (kwok or the kubelet starting it) change nothing else a
-    scheduler reads: with this they cost the watcher one serialisation and the scheduler
-    nothing."""
-    version, msg.resource_version = msg.resource_version, ""
-    phase = ""
-    if isinstance(msg, types_pb2.Pod):
-        phase, msg.phase = msg.phase, ""
-    data = msg.SerializeToString(deterministic=True)
-    msg.resource_version = version
-    if isinstance(msg, types_pb2.Pod):
-        msg.phase = phase
-    return data
-
-
-def _observe_pending(pod: models.Pod, now: float) -> dict[str, str]:
-    """The `watch_event` span that starts a pending pod's scheduling trace; its context
-    rides on the ClusterEvent to the scheduler."""
-    attrs = tracing.pod_attributes(pod.namespace, pod.name, pod.uid)
-    attrs["splitsched.profile"] = pod.scheduler_name
-    attrs["splitsched.resource_version"] = pod.resource_version
-    return tracing.producer_span("watch_event", attributes=attrs, at=now)
-
-
-def _label_selector(sel: object, out: types_pb2.LabelSelector) -> None:
-    if not isinstance(sel, dict):
-        raise TypeError(f"selector: expected an object, got {type(sel).__name__}")
-    out.SetInParent()
-    labels = sel.get("matchLabels") or {}
-    for k, v in labels.items():
-        if not isinstance(k, str) or not isinstance(v, str):
-            raise TypeError("selector.matchLabels: expected strings")
-        out.match_labels[k] = v
-    for req in sel.get("matchExpressions") or []:
-        out.match_expressions.add(
-            key=str(req["key"]),
-            operator=str(req["operator"]),
-            values=[str(v) for v in req.get("values") or []],
-        )
-
-
-def pdb_to_proto(obj: dict[str, Any]) -> types_pb2.PodDisruptionBudget:
-    """A policy/v1 PodDisruptionBudget's scheduling-relevant part (preemption reads it)."""
-    meta = obj["metadata"]
-    msg = types_pb2.PodDisruptionBudget(
-        namespace=str(meta.get("namespace") or "default"),
-        name=str(meta["name"]),
-        resource_version=str(meta.get("resourceVersion") or ""),
-    )
-    spec = obj.get("spec") or {}
-    if spec.get("selector") is not None:
-        _label_selector(spec["selector"], msg.selector)
-    allowed = (obj.get("status") or {}).get("disruptionsAllowed", 0)
-    if type(allowed) is not int:
-        raise TypeError(f"status.disruptionsAllowed: expected an integer, got {allowed!r}")
-    msg.disruptions_allowed = allowed
-    return msg
-
-
-# ---- reflectors -----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -303,28 +68,6 @@ PODS = Resource(
 PDBS = Resource("poddisruptionbudgets", ring.PDB, "/apis/policy/v1/poddisruptionbudgets")
 
 
-class Metrics:
-    def __init__(self, registry: CollectorRegistry | None) -> None:
-        self.events = Counter(
-            "splitsched_watcher_events",
-            "Deltas emitted to subscribers, by resource and type",
-            ["resource", "type"],
-            registry=registry,
-        )
-        self.absorbed = Counter(
-            "splitsched_watcher_absorbed_updates",
-            "Updates taken into the view without a delta: only status a scheduler ignores changed",
-            ["resource"],
-            registry=registry,
-        )
-        self.relists = Counter(
-            "splitsched_watcher_relists",
-            "LISTs of a resource, by reason (initial, gone, error)",
-            ["resource", "reason"],
-            registry=registry,
-        )
-
-
 class Reflector:
     """LIST then WATCH one resource into the hub, forever (see the module docstring)."""
 
@@ -333,8 +76,8 @@ class Reflector:
         *,
         resource: Resource,
         hub: ring.ClusterHub,
-        converter: Converter,
-        access: KubeAccess,
+        converter: entries.Converter,
+        endpoint: kubeclient.KubeEndpoint,
         session: aiohttp.ClientSession,
         metrics: Metrics,
         page_size: int = 500,
@@ -346,7 +89,7 @@ class Reflector:
         self.resource = resource
         self.hub = hub
         self.converter = converter
-        self.access = access
+        self.endpoint = endpoint
         self.session = session
         self.metrics = metrics
         self.page_size = page_size
@@ -362,10 +105,23 @@ class Reflector:
             ring.PDB: converter.pdb,
         }[resource.kind]
 
-    def _url(self, extra: dict[str, str]) -> str:
+    @contextlib.asynccontextmanager
+    async def _get(
+        self, extra: dict[str, str], *, client_timeout: aiohttp.ClientTimeout | None = None
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A GET of the resource with `extra` query parameters, authenticated and verified
+        as the endpoint says (the session's default timeout unless `client_timeout` is given)."""
         params = dict(self.resource.params)
         params.update(extra)
-        return f"{self.access.host}{self.resource.path}?{urlencode(params)}"
+        options: dict[str, Any] = {
+            "headers": self.endpoint.headers(),
+            "server_hostname": self.endpoint.tls_server_name,
+        }
+        if client_timeout is not None:
+            options["timeout"] = client_timeout
+        url = self.endpoint.url(f"{self.resource.path}?{urlencode(params)}")
+        async with self.session.get(url, **options) as response:
+            yield response
 
     async def run(self) -> None:
         reason = "initial"
@@ -400,7 +156,7 @@ class Reflector:
             params = {"limit": str(self.page_size)}
             if cont:
                 params["continue"] = cont
-            async with self.session.get(self._url(params), headers=self.access.headers()) as r:
+            async with self._get(params) as r:
                 body = await r.read()
                 if r.status == 410:
                     # The continue token expired: start over.
@@ -465,9 +221,7 @@ class Reflector:
             total=None, sock_connect=10, sock_read=self.watch_timeout + 30
         )
         got = False
-        async with self.session.get(
-            self._url(params), headers=self.access.headers(), timeout=timeout
-        ) as r:
+        async with self._get(params, client_timeout=timeout) as r:
             if r.status == 410:
                 raise Gone()
             if r.status != 200:
@@ -539,7 +293,7 @@ class Reflector:
             old is not None
             and bool(old.raw_fingerprint)
             and old.uid == meta.get("uid")
-            and old.raw_fingerprint == raw_pod_fingerprint(obj)
+            and old.raw_fingerprint == entries.raw_pod_fingerprint(obj)
         )
 
     def _key(self, meta: dict[str, Any]) -> str:

@@ -2,148 +2,134 @@
 
 Wires the list/watch loops (`services.watcher.listwatch`) into the hub
 (`services.watcher.ring`) and serves it over gRPC (`services.watcher.server`), with the
-health service, /healthz, /readyz and /metrics. Ready (gRPC SERVING, /readyz 200) once the
-initial LIST of nodes and pods is in the view.
+health service, /healthz, /readyz and /metrics, through the runtime's service skeleton
+(`splitsched.runtime.service`). Ready (gRPC SERVING, /readyz 200) once the initial LIST
+of nodes and pods is in the view. Its flags and settings: `services.watcher.settings`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import functools
 import logging
-import signal
 import sys
 from collections.abc import Sequence
 
 import aiohttp
-from prometheus_client import CollectorRegistry, Gauge
+from prometheus_client import CollectorRegistry
 
-from services.watcher import listwatch, ring, server
-from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, security
-from splitsched.v1 import watcher_pb2
+from services.watcher import entries, listwatch, metrics, ring, server
+from services.watcher.settings import WatcherSettings
+from splitsched.runtime import grpcsrv, kubeclient, service
 
 log = logging.getLogger("services.watcher")
-ENV_PREFIX = "SPLITSCHED_WATCHER"
-SERVICE = watcher_pb2.DESCRIPTOR.services_by_name["Watcher"]
+
+#: The resources whose initial LIST makes the watcher ready.
+REQUIRED = frozenset({"nodes", "pods"})
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="splitsched-watcher",
-        description="List+watch the cluster and stream it to schedulers over gRPC.",
-    )
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig (default: in-cluster)")
-    p.add_argument("--listen", default="0.0.0.0:50051", help="gRPC host:port")
-    p.add_argument("--http-listen", default="0.0.0.0:9091", help="health/metrics host:port")
-    p.add_argument("--ring-size", type=int, default=100_000, help="deltas kept for resume")
-    p.add_argument("--page-size", type=int, default=500, help="LIST page size (limit)")
-    p.add_argument(
-        "--watch-timeout", type=int, default=300, help="server-side WATCH timeoutSeconds"
-    )
-    p.add_argument(
-        "--scheduler-names",
-        nargs="*",
-        default=[],
-        help="stream pending pods only for these schedulerNames (assigned pods always)",
-    )
-    p.add_argument("--no-pdbs", action="store_true", help="do not list/watch PodDisruptionBudgets")
-    # Its one RPC streams the cluster's pods and nodes: only the scheduler needs it.
-    security.add_flags(p, restricted=[m.name for m in SERVICE.methods], peers=False)
-    return p
+class Watcher:
+    """The watcher as the service skeleton drives it: a reflector per resource feeding
+    the hub, the hub streamed to schedulers."""
 
+    def __init__(self, settings: WatcherSettings) -> None:
+        self.settings = settings
+        self.registry = CollectorRegistry()
+        self.hub = ring.ClusterHub(ring_size=settings.ring_size)
+        self.metrics = metrics.Metrics(self.registry)
+        self.metrics.watch_ring(self.hub)
+        self.stream = server.WatcherService(self.hub, registry=self.registry)
+        self.converter = entries.Converter(scheduler_names=settings.scheduler_names)
+        self.tasks: list[asyncio.Task[None]] = []
+        self._waiting_for = set(REQUIRED)
+        self._background: set[asyncio.Task[None]] = set()
+        self._endpoint: kubeclient.KubeEndpoint | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._grpc: grpcsrv.GrpcServer | None = None
 
-async def run(args: argparse.Namespace) -> int:
-    sec = security.from_args(args, service=SERVICE)
-    registry = CollectorRegistry()
-    hub = ring.ClusterHub(ring_size=args.ring_size)
-    metrics = listwatch.Metrics(registry)
-    Gauge(
-        "splitsched_watcher_ring_events", "Deltas held in the ring buffer", registry=registry
-    ).set_function(lambda: hub.ring_events)
-    service = server.WatcherService(hub, registry=registry)
-    access = listwatch.KubeAccess.load(args.kubeconfig)
-    names = [n for part in args.scheduler_names for n in str(part).split(",") if n]
-    converter = listwatch.Converter(scheduler_names=names)
+    @property
+    def endpoint(self) -> kubeclient.KubeEndpoint:
+        assert self._endpoint is not None, "open() first"
+        return self._endpoint
 
-    grpc_server = await grpcsrv.serve(
-        listen=args.listen,
-        servicers=[(service.add_to_server, service)],
-        service_names=[server.SERVICE_NAME],
-        tls=sec.server,
-        interceptors=sec.interceptors,
-    )
-    http_host, http_port = httpsrv.split_listen(args.http_listen)
-    tasks: list[asyncio.Task[None]] = []
+    def resources(self) -> list[listwatch.Resource]:
+        resources = [listwatch.NODES, listwatch.PODS]
+        if self.settings.pdbs:
+            resources.append(listwatch.PDBS)
+        return resources
 
-    def healthy() -> bool:
-        return all(not t.done() for t in tasks)
+    def healthy(self) -> bool:
+        """Alive while every reflector runs."""
+        return all(not t.done() for t in self.tasks)
 
-    http_runner, bound_http = await httpsrv.serve_http(
-        host=http_host, port=http_port, ready=lambda: hub.synced, metrics=registry,
-        healthy=healthy,
-    )  # fmt: skip
-
-    required = {"nodes", "pods"}
-    background: set[asyncio.Task[None]] = set()
-    loop = asyncio.get_running_loop()
-
-    def on_synced(resource: str) -> None:
-        required.discard(resource)
-        if not required and not hub.synced:
-            hub.mark_synced()
-            log.info("initial list complete: %d objects; serving", len(hub))
-            background.add(loop.create_task(grpc_server.set_serving(True)))
-
-    resources = [listwatch.NODES, listwatch.PODS]
-    if not args.no_pdbs:
-        resources.append(listwatch.PDBS)
-    connector = aiohttp.TCPConnector(ssl=access.ssl_context, limit=0)
-    session = aiohttp.ClientSession(connector=connector)
-    for res in resources:
-        reflector = listwatch.Reflector(
-            resource=res,
-            hub=hub,
-            converter=converter,
-            access=access,
-            session=session,
-            metrics=metrics,
-            page_size=args.page_size,
-            watch_timeout=args.watch_timeout,
-            on_synced=functools.partial(on_synced, res.name),
+    async def open(self) -> service.Exposed:
+        self._endpoint = kubeclient.load_endpoint(self.settings.common.kubeconfig)
+        self._session = kubeclient.open_session(self._endpoint, limit=0)
+        return service.Exposed(
+            servicers=[(self.stream.add_to_server, self.stream)],
+            service_names=[server.SERVICE_NAME],
+            metrics=self.registry,
+            ready=lambda: self.hub.synced,
+            healthy=self.healthy,
         )
-        tasks.append(asyncio.create_task(reflector.run(), name=f"reflector-{res.name}"))
 
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    print(
-        f"splitsched-watcher listening grpc={grpcsrv.host_port(args.listen, grpc_server.port)} "
-        f"http={http_host}:{bound_http} api={access.host}",
-        flush=True,
-    )
-    await stop.wait()
-    log.info("shutting down")
-    await grpc_server.set_serving(False)
-    for t in tasks:
-        t.cancel()
-    for t in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await t
-    await grpc_server.stop(1.0)
-    await http_runner.cleanup()
-    await session.close()
-    return 0
+    async def start(self, running: service.Running) -> None:
+        assert self._session is not None
+        self._grpc = running.grpc
+        for res in self.resources():
+            reflector = listwatch.Reflector(
+                resource=res,
+                hub=self.hub,
+                converter=self.converter,
+                endpoint=self.endpoint,
+                session=self._session,
+                metrics=self.metrics,
+                page_size=self.settings.page_size,
+                watch_timeout=self.settings.watch_timeout,
+                on_synced=functools.partial(self._on_synced, res.name),
+            )
+            self.tasks.append(asyncio.create_task(reflector.run(), name=f"reflector-{res.name}"))
+
+    def _on_synced(self, resource: str) -> None:
+        """Serve once every required resource has been listed."""
+        self._waiting_for.discard(resource)
+        if self._waiting_for or self.hub.synced:
+            return
+        self.hub.mark_synced()
+        log.info("initial list complete: %d objects; serving", len(self.hub))
+        assert self._grpc is not None
+        task = asyncio.get_running_loop().create_task(self._grpc.set_serving(True))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def describe(self, running: service.Running) -> str:
+        return (
+            f"splitsched-watcher listening grpc={running.grpc_address} "
+            f"http={running.http_address} api={self.endpoint.host}"
+        )
+
+    async def drain(self) -> None:
+        log.info("shutting down")
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    async def close(self) -> int:
+        if self._session is not None:
+            await self._session.close()
+        return 0
+
+
+async def serve(settings: WatcherSettings) -> int:
+    """Run the watcher until SIGTERM/SIGINT; returns the exit code."""
+    return await service.serve(Watcher(settings), settings.common)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = config.parse_args(parser, argv, env_prefix=ENV_PREFIX)
-    logs.setup("watcher", json_lines=bool(args.log_json), level=args.log_level)
-    if args.ring_size < 1 or args.page_size < 1:
-        parser.error("--ring-size and --page-size must be at least 1")
-    return eventloop.run_service("watcher", run(args))
+    return service.main("watcher", load=lambda: WatcherSettings.load(argv), serve=serve)
 
 
 if __name__ == "__main__":

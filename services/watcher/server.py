@@ -9,7 +9,7 @@ service tests. The handler is registered by hand rather than through the generat
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import grpc
@@ -50,7 +50,9 @@ class WatcherService:
         request: watcher_pb2.StreamClusterEventsRequest,
         context: grpc.aio.ServicerContext[Any, Any],
     ) -> AsyncIterator[bytes]:
-        """The StreamClusterEvents handler (yields serialised ClusterEventBatch messages)."""
+        """The StreamClusterEvents handler (yields serialised ClusterEventBatch messages):
+        a snapshot unless the subscriber can resume, then deltas as they come, and a new
+        snapshot whenever its cursor falls out of the ring."""
         hub = self.hub
         names = frozenset(request.scheduler_names)
         who = request.subscriber or context.peer()
@@ -58,56 +60,69 @@ class WatcherService:
         hub.subscribers += 1
         try:
             await hub.wait_synced()
-            cursor = request.from_sequence
-            if hub.can_resume(cursor):
-                log.info("subscriber %s resumes after sequence %d", who, cursor)
-            else:
-                if cursor:
-                    log.info(
-                        "subscriber %s: sequence %d is not in the ring [%d, %d]; snapshot",
-                        who,
-                        cursor,
-                        hub.first_sequence,
-                        hub.last_sequence,
-                    )
-                cursor = -1  # snapshot first
+            cursor = self._resume_point(who, request.from_sequence)
             while True:
                 if cursor < 0 or not hub.can_resume(cursor):
                     if cursor >= 0:
                         log.warning("subscriber %s fell behind the ring; new snapshot", who)
-                    cursor, entries = hub.snapshot(names)
-                    log.info(
-                        "subscriber %s: snapshot of %d objects at %d", who, len(entries), cursor
-                    )
-                    for data in ring.batches_for_snapshot(
-                        cursor,
-                        entries,
-                        max_events=self.max_batch_events,
-                        max_bytes=self.max_batch_bytes,
-                    ):
+                    cursor, batches = self._snapshot(who, names)
+                    for data in batches:
                         yield data
                     continue
                 await hub.wait_after(cursor)
-                events = hub.read_after(cursor, limit=self.max_batch_events)
-                if events is None:
-                    continue  # evicted while we waited: snapshot on the next turn
-                out: list[bytes] = []
-                size = 0
-                for ev in events:
-                    item = ring.event_for(ev, names)
-                    cursor = ev.sequence
-                    if item is None:
-                        continue
-                    out.append(item)
-                    size += len(item)
-                    if size >= self.max_batch_bytes:
-                        break
-                if out:
-                    yield ring.batch_for_events(out)
+                cursor, batch = self._deltas_after(cursor, names)
+                if batch:
+                    yield batch
         finally:
             hub.subscribers -= 1
             self._subscribers.dec()
             log.info("subscriber %s left", who)
+
+    def _resume_point(self, who: str, sequence: int) -> int:
+        """The subscriber's cursor: its `sequence` when the ring still holds what follows
+        it, else -1 (a snapshot first)."""
+        hub = self.hub
+        if hub.can_resume(sequence):
+            log.info("subscriber %s resumes after sequence %d", who, sequence)
+            return sequence
+        if sequence:
+            log.info(
+                "subscriber %s: sequence %d is not in the ring [%d, %d]; snapshot",
+                who,
+                sequence,
+                hub.first_sequence,
+                hub.last_sequence,
+            )
+        return -1
+
+    def _snapshot(self, who: str, names: frozenset[str]) -> tuple[int, Iterator[bytes]]:
+        """The view's sequence now and the batches of a snapshot at it."""
+        cursor, entries = self.hub.snapshot(names)
+        log.info("subscriber %s: snapshot of %d objects at %d", who, len(entries), cursor)
+        batches = ring.batches_for_snapshot(
+            cursor, entries, max_events=self.max_batch_events, max_bytes=self.max_batch_bytes
+        )
+        return cursor, batches
+
+    def _deltas_after(self, cursor: int, names: frozenset[str]) -> tuple[int, bytes]:
+        """The next batch of deltas after `cursor` this subscriber sees (b"" when none,
+        or when they left the ring while it waited: a snapshot follows), and the cursor
+        after it."""
+        events = self.hub.read_after(cursor, limit=self.max_batch_events)
+        if events is None:
+            return cursor, b""
+        out: list[bytes] = []
+        size = 0
+        for ev in events:
+            item = ring.event_for(ev, names)
+            cursor = ev.sequence
+            if item is None:
+                continue
+            out.append(item)
+            size += len(item)
+            if size >= self.max_batch_bytes:
+                break
+        return cursor, ring.batch_for_events(out) if out else b""
 
     def add_to_server(self, _servicer: object, server: grpc.aio.Server) -> None:
         """An `add_*_to_server` function for `grpcsrv.serve`."""

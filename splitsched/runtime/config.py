@@ -4,6 +4,9 @@ Each service declares its options on an argparse parser; `parse_args` adds the c
 ones (`--config`, `--log-json`, `--log-level`) and resolves every option from, in order of
 precedence, the command line, `<PREFIX>_<DEST>` environment variables, and the YAML file
 named by `--config` (keys are the option names with dashes or underscores).
+
+The resolved namespace is read once, into a service's frozen settings
+(`splitsched.runtime.settings.ServiceSettings.load`), and not changed after.
 """
 
 from __future__ import annotations

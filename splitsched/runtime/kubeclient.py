@@ -1,11 +1,14 @@
-"""A minimal raw-JSON Kubernetes API client: where the API server is, how to authenticate
-to it (a kubeconfig or the in-cluster config), and one aiohttp session to call it.
+"""The one way splitsched reaches the Kubernetes API server: where it is, how to trust it
+and how to authenticate to it (a kubeconfig or the in-cluster config), and one aiohttp
+session to call it.
 
-Called by `services.scheduler.leader` (the Lease, the scheduler's only API access) and
-`services.binder.kubeapi` (its endpoint, TLS and request code: its client subclasses
-`KubeClient` with the calls the binder makes). The official python client is used only
-to *read* the configuration (TLS files, bearer token or client certificate, host): its
-model classes cost far more than the few JSON fields we need.
+Called by the watcher's list/watch (`services.watcher.listwatch`: an endpoint and
+`open_session`), the binder (`services.binder.kubeapi` subclasses `KubeClient` with the
+calls it makes) and the scheduler's Lease (`services.scheduler.leader`). The official
+python client is used only to *read* the configuration (TLS files, bearer token or client
+certificate, host, ``tls-server-name``): its model classes cost far more than the few JSON
+fields we need. A configuration that cannot be used fails at start with a
+`KubeConfigError` naming the file and the field.
 """
 
 from __future__ import annotations
@@ -16,15 +19,34 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
+import yaml
+
+from splitsched.runtime.config import ConfigError
+
+#: What a request to the API server raises when the network fails (not an HTTP answer).
+NETWORK_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+
+IN_CLUSTER = "the in-cluster config"
+
+
+class KubeConfigError(ConfigError):
+    """A kubeconfig or in-cluster config that cannot be used: ``"<source>: <problem>"``,
+    where `source` names the file (or the in-cluster config) and `problem` the field."""
+
+    def __init__(self, source: str, problem: str) -> None:
+        super().__init__(f"{source}: {problem}")
+        self.source = source
+        self.problem = problem
 
 
 @dataclass(frozen=True)
 class KubeEndpoint:
-    """Where the API server is and how to authenticate to it."""
+    """Where the API server is and how to trust and authenticate to it."""
 
     host: str
     ca_file: str | None = None
@@ -34,6 +56,26 @@ class KubeEndpoint:
     #: Returns the ``Authorization`` header value (``Bearer ...``) or None; called per
     #: request so rotated in-cluster tokens are picked up.
     auth_header: Callable[[], str | None] | None = None
+    #: The name the server's certificate must carry (kubeconfig ``tls-server-name``),
+    #: when `host` is an address the certificate does not name; also sent as SNI.
+    tls_server_name: str | None = None
+    #: False when the configuration turns host-name checking off (``assert_hostname``
+    #: False); the certificate chain is still verified.
+    check_hostname: bool = True
+    #: Where this was read from, for messages: "kubeconfig PATH" or the in-cluster config.
+    source: str = ""
+
+    def url(self, path: str) -> str:
+        return self.host + path
+
+    def headers(self) -> dict[str, str]:
+        """The headers every request carries: JSON accepted, and the credential if any."""
+        headers = {"Accept": "application/json"}
+        if self.auth_header is not None:
+            auth = self.auth_header()
+            if auth:
+                headers["Authorization"] = auth
+        return headers
 
 
 def bearer_authorization(credential: str) -> str:
@@ -52,7 +94,63 @@ def bearer_authorization(credential: str) -> str:
 
 
 def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
-    """Read a kubeconfig file (or the in-cluster config when `kubeconfig` is None)."""
+    """Read a kubeconfig file (or the in-cluster config when `kubeconfig` is None) and
+    check it now: the server URL, the client certificate and key, the CA bundle."""
+    source = f"kubeconfig {kubeconfig}" if kubeconfig else IN_CLUSTER
+    if kubeconfig:
+        _check_files(kubeconfig, source=source)
+    try:
+        conf = _read_configuration(kubeconfig)
+    except Exception as exc:  # the kubernetes config loader raises several kinds
+        raise KubeConfigError(source, str(exc)) from exc
+    endpoint = endpoint_from_configuration(conf, source=source)
+    ssl_context(endpoint)  # unreadable or mismatched TLS files fail here, named
+    return endpoint
+
+
+#: The kubeconfig fields that name files, by section of the current context.
+FILE_FIELDS = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def _check_files(kubeconfig: str, *, source: str) -> None:
+    """An unreadable kubeconfig, or a file its current context names that does not exist,
+    fails here naming the field (the client's loader says "No configuration found" or
+    "File does not exist"). Anything else about the document is left to the loader."""
+    try:
+        text = Path(kubeconfig).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise KubeConfigError(source, f"cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        return
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return
+    if not isinstance(doc, dict):
+        return
+    context = _named(doc, "contexts", doc.get("current-context"))
+    base = Path(kubeconfig).parent
+    for section, fields in FILE_FIELDS.items():
+        entry = _named(doc, f"{section}s", context.get(section))
+        for name in fields:
+            value = entry.get(name)
+            if isinstance(value, str) and value and not (base / value).is_file():
+                raise KubeConfigError(source, f"{name} {value}: no such file")
+
+
+def _named(doc: dict[str, Any], section: str, name: object) -> dict[str, Any]:
+    """The body of the item called `name` in a kubeconfig list ({} when absent)."""
+    for item in doc.get(section) or []:
+        if isinstance(item, dict) and item.get("name") == name:
+            body = item.get(section[:-1])
+            return body if isinstance(body, dict) else {}
+    return {}
+
+
+def _read_configuration(kubeconfig: str | None) -> Any:
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
 
@@ -63,6 +161,16 @@ def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
         )
     else:
         kconfig.load_incluster_config(client_configuration=conf)
+    return conf
+
+
+def endpoint_from_configuration(conf: Any, *, source: str) -> KubeEndpoint:
+    """A `KubeEndpoint` from a loaded ``kubernetes.client.Configuration``."""
+    host = str(conf.host or "").rstrip("/")
+    if not host.startswith(("http://", "https://")):
+        raise KubeConfigError(source, f"server {host!r}: expected an http:// or https:// URL")
+    if bool(conf.cert_file) != bool(conf.key_file):
+        raise KubeConfigError(source, "client-certificate and client-key: give both or neither")
 
     def auth_header() -> str | None:
         # auth_settings() runs the client's token refresh hook (rotated in-cluster tokens,
@@ -74,28 +182,68 @@ def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
                     return bearer_authorization(str(value))
         return None
 
+    # assert_hostname (set only by code, never by a kubeconfig): False turns the host-name
+    # check off; a name is checked instead of the host, as tls-server-name is.
+    assert_hostname = getattr(conf, "assert_hostname", None)
+    server_name = getattr(conf, "tls_server_name", None) or (
+        assert_hostname if isinstance(assert_hostname, str) and assert_hostname else None
+    )
     has_token = bool(conf.api_key) or conf.refresh_api_key_hook is not None
     return KubeEndpoint(
-        host=str(conf.host).rstrip("/"),
+        host=host,
         ca_file=conf.ssl_ca_cert or None,
         cert_file=conf.cert_file or None,
         key_file=conf.key_file or None,
         verify_ssl=bool(conf.verify_ssl),
         auth_header=auth_header if has_token else None,
+        tls_server_name=server_name,
+        check_hostname=assert_hostname is not False,
+        source=source,
     )
 
 
 def ssl_context(endpoint: KubeEndpoint) -> ssl.SSLContext | bool:
-    """The TLS context for `endpoint` (False for plain http)."""
-    if not endpoint.host.startswith("https"):
+    """The TLS context for `endpoint` (False for plain http); raises KubeConfigError
+    naming the field when a file cannot be used."""
+    if not endpoint.host.startswith("https://"):
         return False
-    ctx = ssl.create_default_context(cafile=endpoint.ca_file)
-    if not endpoint.verify_ssl:
+    where = endpoint.source or endpoint.host
+    ca = endpoint.ca_file if endpoint.verify_ssl else None
+    try:
+        ctx = ssl.create_default_context(cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise KubeConfigError(where, f"certificate-authority {ca}: {_reason(exc)}") from None
+    if not endpoint.verify_ssl:  # insecure-skip-tls-verify
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+    elif not endpoint.check_hostname:
+        ctx.check_hostname = False
     if endpoint.cert_file and endpoint.key_file:
-        ctx.load_cert_chain(endpoint.cert_file, endpoint.key_file)
+        try:
+            ctx.load_cert_chain(endpoint.cert_file, endpoint.key_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise KubeConfigError(
+                where,
+                f"client-certificate {endpoint.cert_file} / client-key {endpoint.key_file}: "
+                f"{_reason(exc)}",
+            ) from None
     return ctx
+
+
+def _reason(exc: OSError | ssl.SSLError) -> str:
+    # Never a file's contents: OpenSSL's reason or the OS error only.
+    return str(getattr(exc, "reason", None) or exc.strerror or exc)
+
+
+def open_session(
+    endpoint: KubeEndpoint, *, limit: int, keepalive_timeout: float = 15.0
+) -> aiohttp.ClientSession:
+    """A keep-alive session to `endpoint` (must run inside the event loop); pass
+    ``server_hostname=endpoint.tls_server_name`` on each request made with it."""
+    connector = aiohttp.TCPConnector(
+        ssl=ssl_context(endpoint), limit=limit, keepalive_timeout=keepalive_timeout
+    )
+    return aiohttp.ClientSession(connector=connector)
 
 
 @dataclass(frozen=True)
@@ -176,12 +324,9 @@ class KubeClient:
     async def start(self) -> None:
         """Open the connection pool (must run inside the event loop)."""
         if self._session is None:
-            connector = aiohttp.TCPConnector(
-                ssl=ssl_context(self.endpoint),
-                limit=self._max_connections,
-                keepalive_timeout=60.0,
+            self._session = open_session(
+                self.endpoint, limit=self._max_connections, keepalive_timeout=60.0
             )
-            self._session = aiohttp.ClientSession(connector=connector)
 
     async def request(
         self,
@@ -196,21 +341,18 @@ class KubeClient:
         await self.start()
         assert self._session is not None
         await self._limiter.acquire()
-        headers = {"Accept": "application/json"}
-        if self.endpoint.auth_header is not None:
-            auth = self.endpoint.auth_header()
-            if auth:
-                headers["Authorization"] = auth
+        headers = self.endpoint.headers()
         data: bytes | None = None
         if body is not None:
             data = orjson.dumps(body)
             headers["Content-Type"] = content_type
         async with self._session.request(
             method,
-            self.endpoint.host + path,
+            self.endpoint.url(path),
             data=data,
             headers=headers,
             timeout=aiohttp.ClientTimeout(total=max(0.05, budget)),
+            server_hostname=self.endpoint.tls_server_name,
         ) as resp:
             raw = await resp.read()
         decoded: Any = None

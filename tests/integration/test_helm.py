@@ -41,9 +41,9 @@ import yaml
 from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
-from services.binder import main as binder_main
+from services.binder import settings as binder_settings
 from services.scheduler import main as scheduler_main
-from services.watcher import main as watcher_main
+from services.watcher import settings as watcher_settings
 from splitsched.core import profiles
 from splitsched.runtime import config, security
 from splitsched.testing import controlplane, kube, stack
@@ -68,9 +68,9 @@ VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
 #: tls.enabled with a Secret, trusted clients and a server name (its own tests below).
 TLS_VALUES = CHART / "ci" / "tls-values.yaml"
 SERVICES = {
-    "watcher": watcher_main.SERVICE,
+    "watcher": watcher_settings.SERVICE,
     "scheduler": scheduler_main.SERVICE,
-    "binder": binder_main.SERVICE,
+    "binder": binder_settings.SERVICE,
 }
 #: Scheduler leader election on, everything else default.
 HA_SETS = ("scheduler.replicas=2", "scheduler.leaderElection.enabled=true")
@@ -260,9 +260,9 @@ def container(docs: Sequence[Manifest], component: str) -> Manifest:
 
 
 PARSERS = {
-    "watcher": (watcher_main.build_parser, watcher_main.ENV_PREFIX),
+    "watcher": (watcher_settings.build_parser, watcher_settings.ENV_PREFIX),
     "scheduler": (scheduler_main.build_parser, "SPLITSCHED_SCHEDULER"),
-    "binder": (binder_main.build_parser, "SPLITSCHED_BINDER"),
+    "binder": (binder_settings.build_parser, "SPLITSCHED_BINDER"),
 }
 
 

@@ -21,13 +21,13 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from services.binder import main as binder_main
+from services.binder import settings as binder_settings
 from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import SchedulerState
-from services.watcher import main as watcher_main
 from services.watcher import ring
 from services.watcher import server as watcher_server
+from services.watcher import settings as watcher_settings
 from splitsched.core import algorithm, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
@@ -254,19 +254,19 @@ def test_restricted_binder_and_watcher_rpcs_admit_only_the_scheduler(tls_dir: Pa
     async def body() -> dict[str, Code]:
         out: dict[str, Code] = {}
         b_args = config.parse_args(
-            binder_main.build_parser(),
+            binder_settings.build_parser(),
             [*mtls_flags(tls_dir, "binder"), "--scheduler", "x:1",
              "--trusted-clients", "splitsched-scheduler"],
             env_prefix="SPLITSCHED_TEST_UNUSED", environ={},
         )  # fmt: skip
         w_args = config.parse_args(
-            watcher_main.build_parser(),
+            watcher_settings.build_parser(),
             [*mtls_flags(tls_dir, "watcher"), "--trusted-clients", "splitsched-scheduler"],
             env_prefix="SPLITSCHED_TEST_UNUSED",
             environ={},
         )
-        b_sec = security.from_args(b_args, service=binder_main.SERVICE)
-        w_sec = security.from_args(w_args, service=watcher_main.SERVICE)
+        b_sec = security.from_args(b_args, service=binder_settings.SERVICE)
+        w_sec = security.from_args(w_args, service=watcher_settings.SERVICE)
         hub = ring.ClusterHub(ring_size=10)
         hub.mark_synced()
         watcher = watcher_server.WatcherService(hub)
@@ -276,7 +276,7 @@ def test_restricted_binder_and_watcher_rpcs_admit_only_the_scheduler(tls_dir: Pa
             await grpcsrv.serve(
                 listen="127.0.0.1:0",
                 servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, unimplemented)],
-                service_names=[binder_main.SERVICE_NAME],
+                service_names=[binder_settings.SERVICE_NAME],
                 tls=b_sec.server, interceptors=b_sec.interceptors,
             ),
             await grpcsrv.serve(

@@ -33,7 +33,7 @@ from services.scheduler.api import SchedulerApi
 from services.scheduler.loops import trace_attempts
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
-from services.watcher import listwatch, ring
+from services.watcher import entries, ring
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
@@ -226,7 +226,7 @@ def pending_pod_json(name: str, node: str = "") -> dict[str, Any]:
 def test_watcher_puts_its_span_context_on_pending_pod_events(
     exporter: InMemorySpanExporter,
 ) -> None:
-    converter = listwatch.Converter()
+    converter = entries.Converter()
     entry = converter.pod(pending_pod_json("p"), 1_700_000_000.0)
     assert entry is not None
     event = watcher_pb2.ClusterEvent.FromString(ring._header(5, ring.ADDED) + entry.body)
@@ -248,7 +248,7 @@ def test_watcher_puts_its_span_context_on_pending_pod_events(
 
 def test_watcher_events_carry_no_context_when_tracing_is_off() -> None:
     assert not tracing.enabled()
-    entry = listwatch.Converter().pod(pending_pod_json("p"), 1_700_000_000.0)
+    entry = entries.Converter().pod(pending_pod_json("p"), 1_700_000_000.0)
     assert entry is not None
     event = watcher_pb2.ClusterEvent.FromString(ring._header(5, ring.ADDED) + entry.body)
     assert event.pod.name == "p" and not event.trace_context

@@ -16,10 +16,10 @@ from typing import Any
 import grpc
 import pytest
 
-from services.watcher import listwatch, ring, server
+from services.watcher import entries, listwatch, metrics, ring, server
 from splitsched import wire
 from splitsched.core import models
-from splitsched.runtime import grpcsrv
+from splitsched.runtime import grpcsrv, kubeclient
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
 
 E = watcher_pb2.ClusterEvent
@@ -320,7 +320,7 @@ def _decode(entry: ring.Entry) -> watcher_pb2.ClusterEvent:
 
 
 def test_converter_pods() -> None:
-    conv = listwatch.Converter(scheduler_names=["splitsched"])
+    conv = entries.Converter(scheduler_names=["splitsched"])
     entry = conv.pod(_pod_json("ok"), NOW)
     assert entry is not None
     ev = _decode(entry)
@@ -334,7 +334,7 @@ def test_converter_pods() -> None:
     assert conv.pod(_pod_json("x", schedulerName="default-scheduler"), NOW) is None
     bound = conv.pod(_pod_json("y", schedulerName="default-scheduler", nodeName="n1"), NOW)
     assert bound is not None and bound.assigned
-    assert listwatch.Converter().pod(_pod_json("z", schedulerName="other"), NOW) is not None
+    assert entries.Converter().pod(_pod_json("z", schedulerName="other"), NOW) is not None
     # A malformed quantity is streamed with invalid_reason, not dropped.
     bad = _pod_json("bad")
     bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "12XB"
@@ -351,7 +351,7 @@ def test_converter_pods() -> None:
 
 
 def test_converter_skips_malformed_node(caplog: pytest.LogCaptureFixture) -> None:
-    conv = listwatch.Converter()
+    conv = entries.Converter()
     good = {"metadata": {"name": "n1", "resourceVersion": "3"},
             "status": {"allocatable": {"cpu": "2", "memory": "1Gi"}}}  # fmt: skip
     entry = conv.node(good, NOW)
@@ -368,12 +368,12 @@ def test_pdb_conversion() -> None:
         "spec": {"selector": {"matchLabels": {"app": "web"}}, "minAvailable": 1},
         "status": {"disruptionsAllowed": 2},
     }
-    msg = listwatch.pdb_to_proto(obj)
+    msg = entries.pdb_to_proto(obj)
     assert (msg.namespace, msg.name, msg.disruptions_allowed) == ("ns", "web", 2)
     assert dict(msg.selector.match_labels) == {"app": "web"}
     # A PDB without a selector selects nothing: the message stays unset.
     obj["spec"] = {}
-    assert not listwatch.pdb_to_proto(obj).HasField("selector")
+    assert not entries.pdb_to_proto(obj).HasField("selector")
 
 
 # ---- the list/watch loop against a fake API server -------------------------------------
@@ -449,10 +449,12 @@ def test_reflector_lists_watches_rewatches_and_relists_on_gone() -> None:
         reflector = listwatch.Reflector(
             resource=listwatch.NODES,
             hub=hub,
-            converter=listwatch.Converter(),
-            access=listwatch.KubeAccess(f"http://127.0.0.1:{port}", False, lambda: "tok"),
+            converter=entries.Converter(),
+            endpoint=kubeclient.KubeEndpoint(
+                host=f"http://127.0.0.1:{port}", auth_header=lambda: "Bearer tok"
+            ),
             session=session,
-            metrics=listwatch.Metrics(None),
+            metrics=metrics.Metrics(None),
             page_size=2,
             on_synced=synced.set,
             backoff_initial=0.01,
@@ -526,7 +528,7 @@ NOON = "2024-01-01T12:00:00Z"
 def test_status_only_updates_are_absorbed_not_sent() -> None:
     """A bound pod going Running (new resourceVersion, phase, podIP, conditions) is no news
     to a scheduler: the view takes it silently. Anything a scheduler reads still goes out."""
-    conv = listwatch.Converter()
+    conv = entries.Converter()
     hub = ring.ClusterHub(ring_size=100)
 
     def version(rv: str, *, phase: str = "Pending", **meta: Any) -> ring.Entry:
@@ -573,10 +575,12 @@ def test_status_only_pod_updates_skip_conversion_in_the_watch_loop(
     reflector = listwatch.Reflector(
         resource=listwatch.PODS,
         hub=hub,
-        converter=listwatch.Converter(),
-        access=listwatch.KubeAccess("http://127.0.0.1:1", False, lambda: "tok"),
+        converter=entries.Converter(),
+        endpoint=kubeclient.KubeEndpoint(
+            host="http://127.0.0.1:1", auth_header=lambda: "Bearer tok"
+        ),
         session=None,  # type: ignore[arg-type]  # handle_event does no I/O
-        metrics=listwatch.Metrics(None),
+        metrics=metrics.Metrics(None),
     )
     conversions: list[str] = []
     convert = reflector._convert

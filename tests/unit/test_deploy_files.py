@@ -39,9 +39,9 @@ import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev extras
 import pytest
 import yaml
 
-from services.binder import main as binder_main
+from services.binder import settings as binder_settings
 from services.scheduler import main as scheduler_main
-from services.watcher import main as watcher_main
+from services.watcher import settings as watcher_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
@@ -51,9 +51,9 @@ COMPOSE_SCHEMA = Path(__file__).parent / "data" / "compose-spec.json"
 FIRST_PARTY = ("splitsched", "services")
 SERVICES = ("watcher", "scheduler", "binder")
 PARSERS = {
-    "watcher": watcher_main.build_parser,
+    "watcher": watcher_settings.build_parser,
     "scheduler": scheduler_main.build_parser,
-    "binder": binder_main.build_parser,
+    "binder": binder_settings.build_parser,
 }
 
 

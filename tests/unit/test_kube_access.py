@@ -2,9 +2,10 @@
 
 The kubernetes client stores the service account token as ``"bearer <token>"``
 (lowercase); the API server refused the watcher's ``Bearer bearer <token>`` with 401, so
-the chart could not work in any real cluster. Both loaders (the watcher's `KubeAccess`
-and the runtime's `load_endpoint`, used by the binder and the Lease) are fed the files
-and variables the kubelet gives a pod, and must send ``Bearer <token>``.
+the chart could not work in any real cluster. The one loader (`kubeclient.load_endpoint`,
+used by the watcher, the binder and the Lease) is fed the files and variables the kubelet
+gives a pod, and must send ``Bearer <token>``, in the headers the watcher's list/watch
+sends and through the header hook the runtime client calls.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from pathlib import Path
 import pytest
 from kubernetes.config import incluster_config
 
-from services.watcher import listwatch
 from splitsched.runtime import kubeclient
 from tests.support import certs
 
@@ -35,9 +35,9 @@ def in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_watcher_sends_one_bearer_scheme_in_cluster(in_cluster: Path) -> None:
-    access = listwatch.KubeAccess.load(None)
-    assert access.host == "https://10.96.0.1:443"
-    assert access.headers()["Authorization"] == f"Bearer {TOKEN}"
+    endpoint = kubeclient.load_endpoint(None)
+    assert endpoint.host == "https://10.96.0.1:443"
+    assert endpoint.headers()["Authorization"] == f"Bearer {TOKEN}"
 
 
 def test_runtime_client_sends_one_bearer_scheme_in_cluster(in_cluster: Path) -> None:

@@ -11,17 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from services.binder import main as binder_main
+from services.binder import settings as binder_settings
 from services.scheduler import main as scheduler_main
-from services.watcher import main as watcher_main
+from services.watcher import settings as watcher_settings
 from splitsched.runtime import config, grpcsrv, security
 from tests.support import certs
 
 Parser = Callable[[], argparse.ArgumentParser]
 SERVICES: dict[str, tuple[Parser, str, object]] = {
     "scheduler": (scheduler_main.build_parser, "SPLITSCHED_SCHEDULER", scheduler_main.SERVICE),
-    "binder": (binder_main.build_parser, binder_main.ENV_PREFIX, binder_main.SERVICE),
-    "watcher": (watcher_main.build_parser, watcher_main.ENV_PREFIX, watcher_main.SERVICE),
+    "binder": (binder_settings.build_parser, binder_settings.ENV_PREFIX, binder_settings.SERVICE),
+    "watcher": (
+        watcher_settings.build_parser,
+        watcher_settings.ENV_PREFIX,
+        watcher_settings.SERVICE,
+    ),
 }
 
 

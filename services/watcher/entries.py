@@ -1,0 +1,199 @@
+"""API JSON -> hub entries: each Node, Pod and PodDisruptionBudget the list/watch reads is
+converted once (`splitsched.core.convert` -> `splitsched.wire` -> a serialised event body)
+and handed to the `ClusterHub` as a `ring.Entry`.
+
+Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging and the
+`watch_event` span that starts a pending pod's trace. Applies the watcher-level
+scheduler-name filter, and fingerprints what a scheduler reads of each object so updates
+that change none of it are absorbed (`ring.ClusterHub.upsert`, `raw_pod_fingerprint`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from services.watcher import ring
+from splitsched import wire
+from splitsched.core import models
+from splitsched.core.convert import ConversionError, node_from_k8s, pod_from_k8s
+from splitsched.runtime import tracing
+from splitsched.v1 import types_pb2
+
+# The logger these lines were always logged under (before the module was split off).
+log = logging.getLogger("services.watcher.listwatch")
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def _rfc3339(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value).timestamp()
+    except ValueError:
+        return None
+
+
+class Converter:
+    """API JSON -> hub entries, applying the watcher-level scheduler-name filter."""
+
+    def __init__(self, *, scheduler_names: Iterable[str] = ()) -> None:
+        self.scheduler_names = frozenset(n for n in scheduler_names if n)
+
+    def pod(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        """None when the pod does not belong in the view (terminal, or pending for a
+        scheduler we don't serve)."""
+        pod = pod_from_k8s(obj, strict=False)
+        if pod.phase in TERMINAL_PHASES:
+            return None
+        if (
+            self.scheduler_names
+            and not pod.node_name
+            and pod.scheduler_name not in self.scheduler_names
+        ):
+            return None
+        if pod.invalid_reason:
+            log.warning("pod %s is malformed: %s", pod.key, pod.invalid_reason)
+        deletion = None
+        if pod.deleting:
+            deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
+        msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
+        fingerprint = _fingerprint(msg)
+        carrier = None
+        if not pod.node_name and not pod.deleting and tracing.enabled():
+            carrier = _observe_pending(pod, now)
+        return ring.Entry(
+            kind=ring.POD,
+            key=pod.key,
+            uid=pod.uid,
+            resource_version=pod.resource_version,
+            body=ring.encode_body(msg, observed_at=now, trace_context=carrier),
+            scheduler_name=pod.scheduler_name,
+            assigned=bool(pod.node_name),
+            fingerprint=fingerprint,
+            raw_fingerprint=raw_pod_fingerprint(obj),
+        )
+
+    def node(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        try:
+            node = node_from_k8s(obj)
+        except ConversionError as e:
+            log.error("skipping node that cannot be read: %s", e)
+            return None
+        msg = wire.node_to_proto(node)
+        return ring.Entry(
+            kind=ring.NODE,
+            key=node.name,
+            uid=node.uid,
+            resource_version=node.resource_version,
+            body=ring.encode_body(msg, observed_at=now),
+            fingerprint=_fingerprint(msg),
+        )
+
+    def pdb(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        try:
+            msg = pdb_to_proto(obj)
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            log.error("skipping PodDisruptionBudget that cannot be read: %s", e)
+            return None
+        return ring.Entry(
+            kind=ring.PDB,
+            key=f"{msg.namespace}/{msg.name}",
+            uid=str(obj["metadata"].get("uid") or ""),
+            resource_version=msg.resource_version,
+            body=ring.encode_body(msg, observed_at=now),
+        )
+
+
+def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:
+    """Everything `pod_from_k8s` reads of a pod except its identity and resourceVersion,
+    serialised: equal for two versions whose conversions are equal but for the
+    resourceVersion and a non-terminal phase, so the second needs no conversion (a
+    fraction of its cost). b"" for a terminal pod (it must be converted: it leaves the view)."""
+    status = obj.get("status") or {}
+    phase = status.get("phase") if isinstance(status, dict) else None
+    if phase in TERMINAL_PHASES or not isinstance(status, dict):
+        return b""
+    meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        return b""
+    try:
+        return orjson.dumps(
+            (
+                meta.get("labels"),
+                meta.get("annotations"),
+                meta.get("ownerReferences"),
+                meta.get("deletionTimestamp"),
+                meta.get("creationTimestamp"),
+                obj.get("spec"),
+                status.get("nominatedNodeName"),
+            )
+        )
+    except orjson.JSONEncodeError:
+        return b""
+
+
+def _fingerprint(msg: types_pb2.Pod | types_pb2.Node) -> bytes:
+    """The object's bytes without its resourceVersion and, for a pod, its phase (terminal
+    pods leave the view, so the phase only tells Pending from Running). After a bind, the
+    pod updates that follow (kwok or the kubelet starting it) change nothing else a
+    scheduler reads: with this they cost the watcher one serialisation and the scheduler
+    nothing."""
+    version, msg.resource_version = msg.resource_version, ""
+    phase = ""
+    if isinstance(msg, types_pb2.Pod):
+        phase, msg.phase = msg.phase, ""
+    data = msg.SerializeToString(deterministic=True)
+    msg.resource_version = version
+    if isinstance(msg, types_pb2.Pod):
+        msg.phase = phase
+    return data
+
+
+def _observe_pending(pod: models.Pod, now: float) -> dict[str, str]:
+    """The `watch_event` span that starts a pending pod's scheduling trace; its context
+    rides on the ClusterEvent to the scheduler."""
+    attrs = tracing.pod_attributes(pod.namespace, pod.name, pod.uid)
+    attrs["splitsched.profile"] = pod.scheduler_name
+    attrs["splitsched.resource_version"] = pod.resource_version
+    return tracing.producer_span("watch_event", attributes=attrs, at=now)
+
+
+def _label_selector(sel: object, out: types_pb2.LabelSelector) -> None:
+    if not isinstance(sel, dict):
+        raise TypeError(f"selector: expected an object, got {type(sel).__name__}")
+    out.SetInParent()
+    labels = sel.get("matchLabels") or {}
+    for k, v in labels.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError("selector.matchLabels: expected strings")
+        out.match_labels[k] = v
+    for req in sel.get("matchExpressions") or []:
+        out.match_expressions.add(
+            key=str(req["key"]),
+            operator=str(req["operator"]),
+            values=[str(v) for v in req.get("values") or []],
+        )
+
+
+def pdb_to_proto(obj: dict[str, Any]) -> types_pb2.PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget's scheduling-relevant part (preemption reads it)."""
+    meta = obj["metadata"]
+    msg = types_pb2.PodDisruptionBudget(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta["name"]),
+        resource_version=str(meta.get("resourceVersion") or ""),
+    )
+    spec = obj.get("spec") or {}
+    if spec.get("selector") is not None:
+        _label_selector(spec["selector"], msg.selector)
+    allowed = (obj.get("status") or {}).get("disruptionsAllowed", 0)
+    if type(allowed) is not int:
+        raise TypeError(f"status.disruptionsAllowed: expected an integer, got {allowed!r}")
+    msg.disruptions_allowed = allowed
+    return msg
