@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from kubernetes import client
 from kubernetes.client.rest import ApiException
@@ -36,6 +36,7 @@ from splitsched.testing.manifests import (
     PAUSE_IMAGE,
     TEST_NAMESPACE_LABEL,
     Manifest,
+    NodeShape,
     make_node,
     make_pod,
     make_pods,
@@ -49,6 +50,7 @@ __all__ = [
     "PAUSE_IMAGE",
     "TEST_NAMESPACE_LABEL",
     "Manifest",
+    "NodeShape",
     "WaitTimeout",
     "api_client_from_kubeconfig",
     "bind_pod",
@@ -114,26 +116,18 @@ def create_kwok_nodes(
     count: int,
     *,
     name_prefix: str = "kwok-node",
-    cpu: str = "32",
-    memory: str = "256Gi",
-    pods: int = 110,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, Any]] | None = None,
-    extended: Mapping[str, str] | None = None,
     wait_ready: bool = True,
     timeout: float = 120.0,
     workers: int = 8,
+    **shape: Unpack[NodeShape],
 ) -> list[str]:
-    """Create ``count`` kwok Nodes ``<name_prefix>-<i>`` and (by default) wait until Ready."""
+    """Create ``count`` kwok Nodes ``<name_prefix>-<i>`` shaped by ``make_node(**shape)``
+    and (by default) wait until Ready."""
     core = client.CoreV1Api(api)
     names = [f"{name_prefix}-{i}" for i in range(count)]
 
     def create(name: str) -> None:
-        manifest = make_node(
-            name, cpu=cpu, memory=memory, pods=pods, labels=labels, taints=taints,
-            extended=extended,
-        )  # fmt: skip
-        core.create_node(manifest)
+        core.create_node(make_node(name, **shape))
 
     _parallel(create, names, workers=workers)
     if wait_ready:

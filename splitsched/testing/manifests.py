@@ -5,7 +5,7 @@ Nodes and pending Pods addressed to a scheduler. Pure: nothing here talks to a s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from splitsched.testing.controlplane.components import (
     KWOK_NODE_ANNOTATION,
@@ -18,6 +18,17 @@ DEFAULT_SCHEDULER_NAME = "splitsched"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 #: Label put on cluster-scoped objects a test creates, so namespace cleanup removes them.
 TEST_NAMESPACE_LABEL = "splitsched.io/test-namespace"
+
+
+class NodeShape(TypedDict, total=False):
+    """``make_node``'s keyword arguments, for helpers that pass them on."""
+
+    cpu: str
+    memory: str
+    pods: int
+    labels: Mapping[str, str] | None
+    taints: Sequence[Mapping[str, Any]] | None
+    extended: Mapping[str, str] | None
 
 
 def make_node(
