@@ -23,6 +23,8 @@ def test_colour_only_where_asked_and_enabled(monkeypatch: pytest.MonkeyPatch) ->
     header, row = out.splitlines()
     assert header == "\033[1mS      N\033[0m"
     assert row == "\033[32mBOUND\033[0m  x"  # padded before colouring
+    last = cliformat.table(("S", "NODE"), [("a", "n")], colours={"NODE": lambda c: cliformat.RED})
+    assert last.splitlines()[1] == "a  \033[31mn\033[0m"  # the last cell is not padded
     monkeypatch.setattr(cliformat, "colour_enabled", lambda: False)
     assert cliformat.colour("x", cliformat.RED) == "x"
 
