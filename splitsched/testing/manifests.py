@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from splitsched.testing.controlplane.components import (
-    KWOK_NODE_ANNOTATION,
-    KWOK_NODE_ANNOTATION_VALUE,
-)
-
 Manifest = dict[str, Any]
+
+#: The annotation kwok selects the nodes it manages by (``key=value``; the control plane
+#: starts kwok with this selector).
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_ANNOTATION_VALUE = "fake"
 
 DEFAULT_SCHEDULER_NAME = "splitsched"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"

@@ -37,10 +37,6 @@ from splitsched.testing.controlplane.binaries import (
     read_versions,
 )
 from splitsched.testing.controlplane.cli import main
-from splitsched.testing.controlplane.components import (
-    KWOK_NODE_ANNOTATION,
-    KWOK_NODE_ANNOTATION_VALUE,
-)
 from splitsched.testing.controlplane.plane import ControlPlane, default_state_dir
 from splitsched.testing.controlplane.processes import (
     die_with_parent,
@@ -53,6 +49,7 @@ from splitsched.testing.controlplane.state import (
     ControlPlaneError,
     ControlPlaneState,
 )
+from splitsched.testing.manifests import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 
 __all__ = [
     "COMPONENTS",

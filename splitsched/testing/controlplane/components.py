@@ -15,10 +15,8 @@ from pathlib import Path
 import yaml
 
 from splitsched.testing.controlplane.state import ControlPlaneError, ControlPlaneState
+from splitsched.testing.manifests import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
 
-#: The annotation kwok selects the nodes it manages by (``key=value``).
-KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_NODE_ANNOTATION_VALUE = "fake"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
 
