@@ -2,7 +2,8 @@
 them): `pods [NS/POD]`, `explain NS/POD`, `simulate -f FILE`, `nodes`, `watch`.
 
 Human tables by default (aligned, coloured when stdout is a terminal and NO_COLOR is
-unset), `-o json|yaml` for scripts (`watch -o json` prints one JSON object per line).
+unset; `splitsched.cliformat` draws them), `-o json|yaml` for scripts (`watch -o json`
+prints one JSON object per line).
 `--server` (env SPLITSCHED_SERVER) names the scheduler; `--ca`, `--cert`, `--key` (env
 SPLITSCHED_CA, SPLITSCHED_CERT, SPLITSCHED_KEY) switch to TLS, mutual with cert and key;
 `--tls` alone uses TLS with the system's roots.
@@ -22,19 +23,15 @@ Exit codes scripts can rely on:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import grpc
-import yaml
-from google.protobuf import json_format
-from google.protobuf.message import Message
 
+from splitsched import cliformat
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 EXIT_OK = 0
@@ -46,99 +43,15 @@ EXIT_DENIED = 5
 DEFAULT_SERVER = "127.0.0.1:50050"
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
-_STATE_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.PodState.items()}
-_KIND_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.Decision.Kind.items()}
 _BAD_INPUT_CODES = (
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.OUT_OF_RANGE,
     grpc.StatusCode.RESOURCE_EXHAUSTED,  # the request exceeds the server's message limit
 )
 
-GREEN, CYAN, YELLOW, MAGENTA, RED, BOLD = "32", "36", "33", "35", "31", "1"
-_STATE_COLOUR = {"BOUND": GREEN, "BINDING": CYAN, "WAITING": YELLOW, "PREEMPTING": MAGENTA}
-_KIND_COLOUR = {
-    "SCHEDULED": CYAN,
-    "BOUND": GREEN,
-    "UNSCHEDULABLE": YELLOW,
-    "PREEMPTING": MAGENTA,
-    "BIND_FAILED": RED,
-    "CONFLICT": RED,
-    "POD_GONE": RED,
-}
-
 
 class UsageError(Exception):
     """Bad flags or files: exit 2 with this message."""
-
-
-# ---- output -------------------------------------------------------------------------------
-
-
-def colour_enabled() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-
-
-def colour(text: str, code: str) -> str:
-    return f"\033[{code}m{text}\033[0m" if code and colour_enabled() else text
-
-
-def table(
-    headers: Sequence[str],
-    rows: Iterable[Sequence[str]],
-    *,
-    colours: dict[str, Callable[[str], str]] | None = None,
-) -> str:
-    """Aligned columns; `colours` maps a header to the colour code of each of its cells
-    (padding is measured before colouring, so columns stay aligned)."""
-    rows = [list(r) for r in rows]
-    widths = [len(h) for h in headers]
-    for r in rows:
-        for i, cell in enumerate(r):
-            widths[i] = max(widths[i], len(cell))
-    lines = [colour("  ".join(h.ljust(widths[i]) for i, h in enumerate(headers)).rstrip(), BOLD)]
-    pick = colours or {}
-    for r in rows:
-        cells = []
-        for i, cell in enumerate(r):
-            padded = cell.ljust(widths[i]) if i < len(r) - 1 else cell
-            code = pick[headers[i]](cell) if headers[i] in pick else ""
-            cells.append(colour(padded, code) if code else padded)
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
-
-
-def _doc(message: Message) -> dict[str, Any]:
-    # Zero values too (feasible_nodes: 0, all_placed: false): scripts should not have to
-    # know proto3's defaults.
-    doc: dict[str, Any] = json_format.MessageToDict(
-        message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
-    )
-    return doc
-
-
-def dump(message: Message, fmt: str) -> str:
-    if fmt == "yaml":
-        return str(yaml.safe_dump(_doc(message), sort_keys=False)).rstrip("\n")
-    return json.dumps(_doc(message), indent=2)
-
-
-def fmt_amount(resource: str, amount: int) -> str:
-    if resource == "cpu":
-        return f"{amount}m" if amount % 1000 else str(amount // 1000)
-    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-        for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
-            if amount >= size:
-                value = amount / size
-                return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
-    return str(amount)
-
-
-def _state(value: int) -> str:
-    return _STATE_NAMES.get(value, "?")
-
-
-def _state_colour(cell: str) -> str:
-    return _STATE_COLOUR.get(cell, "")
 
 
 # ---- connecting ---------------------------------------------------------------------------
@@ -237,12 +150,12 @@ def cmd_pods(args: argparse.Namespace) -> int:
             _all_pages(lambda r: stub.ListPods(r, timeout=args.timeout), request, lambda r: r.pods)
         )
     if args.output != "table":
-        print(dump(scheduler_pb2.ListPodsResponse(pods=pods), args.output))
+        print(cliformat.dump(scheduler_pb2.ListPodsResponse(pods=pods), args.output))
         return EXIT_OK
     rows = [
         (
             f"{p.pod.namespace}/{p.pod.name}",
-            _state(p.state),
+            cliformat.state_name(p.state),
             p.node or p.nominated_node or "-",
             str(p.scheduling_attempts),
             p.message[:100],
@@ -250,10 +163,10 @@ def cmd_pods(args: argparse.Namespace) -> int:
         for p in pods
     ]
     print(
-        table(
+        cliformat.table(
             ("POD", "STATE", "NODE", "ATTEMPTS", "MESSAGE"),
             rows,
-            colours={"STATE": _state_colour},
+            colours={"STATE": cliformat.state_colour},
         )
     )
     return EXIT_OK
@@ -265,12 +178,12 @@ def _show_pod(args: argparse.Namespace) -> int:
     with channel:
         p = stub.GetPod(scheduler_pb2.GetPodRequest(namespace=ns, name=name), timeout=args.timeout)
     if args.output != "table":
-        print(dump(p, args.output))
+        print(cliformat.dump(p, args.output))
         return EXIT_OK
-    state = _state(p.state)
+    state = cliformat.state_name(p.state)
     fields = [
         ("pod", f"{p.pod.namespace}/{p.pod.name}"),
-        ("state", colour(state, _state_colour(state))),
+        ("state", cliformat.colour(state, cliformat.state_colour(state))),
         ("node", p.node or "-"),
         ("nominated node", p.nominated_node or "-"),
         ("scheduler", p.scheduler_name),
@@ -279,7 +192,7 @@ def _show_pod(args: argparse.Namespace) -> int:
         ("scheduling attempts", str(p.scheduling_attempts)),
         ("bind attempts", str(p.bind_attempts)),
         ("group", p.group or "-"),
-        ("last attempt", _when(p.last_attempt) if p.HasField("last_attempt") else "-"),
+        ("last attempt", cliformat.when(p.last_attempt) if p.HasField("last_attempt") else "-"),
         ("message", p.message or "-"),
     ]
     for key, value in fields:
@@ -287,7 +200,7 @@ def _show_pod(args: argparse.Namespace) -> int:
     if p.last_failures:
         print()
         print(
-            table(
+            cliformat.table(
                 ("NODE", "PLUGIN", "WHY NOT (LAST ATTEMPT)"),
                 [(f.node, f.plugin or "-", "; ".join(f.reasons)) for f in p.last_failures],
             )
@@ -305,17 +218,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         )
     pending = resp.state == scheduler_pb2.WAITING
     if args.output != "table":
-        print(dump(resp, args.output))
+        print(cliformat.dump(resp, args.output))
         return EXIT_OK if pending else EXIT_NEGATIVE
-    state = _state(resp.state)
-    print(f"pod {ns}/{name}: {colour(state, _state_colour(state))}")
+    state = cliformat.state_name(resp.state)
+    print(f"pod {ns}/{name}: {cliformat.colour(state, cliformat.state_colour(state))}")
     print(f"  {resp.summary}")
     if resp.pod_error:
         print(f"  the pod itself is invalid: {resp.pod_error}")
     if pending:
         print(f"  feasible nodes: {resp.feasible_nodes}/{resp.total_nodes}")
     if resp.plugins:
-        print(_verdict_table(resp.plugins))
+        print(cliformat.verdict_table(resp.plugins))
     if pending:
         help_text = "yes" if resp.preemption_might_help else "no"
         print(f"  preemption might help: {help_text}")
@@ -331,25 +244,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
             for n in resp.nodes
         ]
         print(
-            table(
+            cliformat.table(
                 ("NODE", "FITS", "REJECTED BY"),
                 rows,
-                colours={"FITS": lambda c: GREEN if c == "yes" else RED},
+                colours={"FITS": lambda c: cliformat.GREEN if c == "yes" else cliformat.RED},
             )
         )
     return EXIT_OK if pending else EXIT_NEGATIVE
-
-
-def _verdict_table(verdicts: Iterable[scheduler_pb2.PluginVerdict]) -> str:
-    rows = []
-    for v in verdicts:
-        reasons = "; ".join(f"{r.nodes} {r.reason}" for r in v.reasons)
-        classes = ", ".join(f"{c.node_class} ({c.nodes})" for c in v.node_classes[:3])
-        if len(v.node_classes) > 3:
-            classes += f", +{len(v.node_classes) - 3} more"
-        preempt = "yes" if v.resolvable_by_preemption else "no"
-        rows.append((v.plugin, str(v.rejected_nodes), preempt, reasons, classes))
-    return table(("PLUGIN", "REJECTED", "PREEMPTABLE", "REASONS", "NODE CLASSES"), rows)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -368,23 +269,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             timeout=args.timeout,
         )
     if args.output != "table":
-        print(dump(resp, args.output))
+        print(cliformat.dump(resp, args.output))
         return EXIT_OK if resp.all_placed else EXIT_NEGATIVE
     rows = []
     for p in resp.placements:
         top = ", ".join(f"{n.node}={n.total:.0f}" for n in p.top_nodes)
         rows.append((f"{p.pod.namespace}/{p.pod.name}", p.node or "-", top or "-", p.summary))
     print(
-        table(
+        cliformat.table(
             ("POD", "NODE", "TOP NODES (SCORE)", "SUMMARY"),
             rows,
-            colours={"NODE": lambda c: RED if c == "-" else GREEN},
+            colours={"NODE": lambda c: cliformat.RED if c == "-" else cliformat.GREEN},
         )
     )
     for p in resp.placements:
         if p.plugins:
             print(f"\nwhy {p.pod.namespace}/{p.pod.name} fits nowhere:")
-            print(_verdict_table(p.plugins))
+            print(cliformat.verdict_table(p.plugins))
     if resp.HasField("blocking_pod"):
         print(f"\ngang blocked by {resp.blocking_pod.namespace}/{resp.blocking_pod.name}")
     return EXIT_OK if resp.all_placed else EXIT_NEGATIVE
@@ -402,7 +303,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
             )
         )
     if args.output != "table":
-        print(dump(scheduler_pb2.ListNodesResponse(nodes=nodes), args.output))
+        print(cliformat.dump(scheduler_pb2.ListNodesResponse(nodes=nodes), args.output))
         return EXIT_OK
     rows = []
     for n in nodes:
@@ -411,7 +312,7 @@ def cmd_nodes(args: argparse.Namespace) -> int:
             alloc = node.allocatable.get(res, 0)
             req = node.requested.get(res, 0)
             pct = f"{100 * req // alloc}%" if alloc else "-"
-            return f"{fmt_amount(res, req)}/{fmt_amount(res, alloc)} ({pct})"
+            return f"{cliformat.fmt_amount(res, req)}/{cliformat.fmt_amount(res, alloc)} ({pct})"
 
         other = ", ".join(
             f"{res} {used(res)}"
@@ -423,17 +324,13 @@ def cmd_nodes(args: argparse.Namespace) -> int:
         flags = "cordoned" if n.unschedulable else ""
         rows.append((n.name, pods, used("cpu"), used("memory"), other or "-", taints, flags))
     print(
-        table(
+        cliformat.table(
             ("NODE", "PODS", "CPU", "MEMORY", "OTHER", "TAINTS", ""),
             rows,
-            colours={"": lambda c: RED if c else ""},
+            colours={"": lambda c: cliformat.RED if c else ""},
         )
     )
     return EXIT_OK
-
-
-def _when(ts: Any) -> str:
-    return str(ts.ToDatetime(tzinfo=UTC).astimezone().strftime("%H:%M:%S.%f")[:-3])
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -447,13 +344,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
         try:
             for d in stream:
                 if args.output == "json":
-                    print(json.dumps(_doc(d), separators=(",", ":")), flush=True)
+                    print(cliformat.json_line(d), flush=True)
                 elif args.output == "yaml":
-                    print("---\n" + dump(d, "yaml"), flush=True)
+                    print("---\n" + cliformat.dump(d, "yaml"), flush=True)
                 else:
-                    kind = _KIND_NAMES.get(d.kind, "?")
+                    kind = cliformat.kind_name(d.kind)
+                    shown = cliformat.colour(f"{kind:<13}", cliformat.kind_colour(kind))
                     line = (
-                        f"{_when(d.at)}  {colour(f'{kind:<13}', _KIND_COLOUR.get(kind, ''))}  "
+                        f"{cliformat.when(d.at)}  {shown}  "
                         f"{d.pod.namespace}/{d.pod.name}  {d.node or '-'}  {d.message[:120]}"
                     )
                     print(line.rstrip(), flush=True)

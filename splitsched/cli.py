@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from splitsched import apiclient
-
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2
+from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
 
 
 def _read(path: str) -> str:

@@ -135,7 +135,7 @@ class KubeScheduler(Contender):
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=controlplane._die_with_parent,
+                preexec_fn=controlplane.die_with_parent,
             )
         # /readyz is on the always-allowed paths and turns ok once the informers synced.
         ctx = ssl.create_default_context()

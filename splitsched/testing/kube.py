@@ -7,41 +7,70 @@ the official ``kubernetes`` client with plain dict manifests:
 * ``create_kwok_nodes`` creates Nodes that kwok manages (annotation
   ``kwok.x-k8s.io/node=fake``, label ``type=kwok``) and waits until kwok marks them Ready;
 * ``make_pod`` / ``make_pods`` / ``create_pods`` build and create pending pods addressed to
-  a scheduler (``schedulerName: splitsched`` by default);
+  a scheduler (``schedulerName: splitsched`` by default; the builders live in
+  ``splitsched.testing.manifests`` and are re-exported here);
 * ``create_namespace`` / ``delete_namespace`` give each test its own namespace (and finalize
   it, since there is no kube-controller-manager to do so);
 * ``bind_pod`` POSTs a ``Binding`` (the client cannot decode that response, so it is read raw);
 * ``service_account_kubeconfig`` writes a kubeconfig for a ServiceAccount with exactly the
-  RBAC rules given, using a TokenRequest token;
+  RBAC rules given, using a TokenRequest token (``splitsched.testing.serviceaccounts``);
 * ``create_priority_classes`` / ``create_pdb_allowing_no_disruption`` set up preemption
   tests (the PDB with the status a disruption controller would publish: none runs here).
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from splitsched.testing.controlplane import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+from splitsched.testing.manifests import (
+    DEFAULT_SCHEDULER_NAME,
+    PAUSE_IMAGE,
+    TEST_NAMESPACE_LABEL,
+    Manifest,
+    NodeShape,
+    make_node,
+    make_pod,
+    make_pods,
+)
+from splitsched.testing.serviceaccounts import service_account_kubeconfig
 
-Manifest = dict[str, Any]
 T = TypeVar("T")
 
-DEFAULT_SCHEDULER_NAME = "splitsched"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
-#: Label put on cluster-scoped objects a test creates, so namespace cleanup removes them.
-TEST_NAMESPACE_LABEL = "splitsched.io/test-namespace"
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "PAUSE_IMAGE",
+    "TEST_NAMESPACE_LABEL",
+    "Manifest",
+    "NodeShape",
+    "WaitTimeout",
+    "api_client_from_kubeconfig",
+    "bind_pod",
+    "create_kwok_nodes",
+    "create_namespace",
+    "create_pdb_allowing_no_disruption",
+    "create_pods",
+    "create_priority_classes",
+    "delete_namespace",
+    "delete_nodes",
+    "delete_priority_classes",
+    "get_pod",
+    "make_node",
+    "make_pod",
+    "make_pods",
+    "node_is_ready",
+    "service_account_kubeconfig",
+    "wait_for",
+    "wait_nodes_ready",
+]
 
 
 class WaitTimeout(AssertionError):
@@ -76,41 +105,6 @@ def api_client_from_kubeconfig(path: Path | str) -> client.ApiClient:
 # -- nodes ---------------------------------------------------------------------------------
 
 
-def make_node(
-    name: str,
-    *,
-    cpu: str = "32",
-    memory: str = "256Gi",
-    pods: int = 110,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, Any]] | None = None,
-    extended: Mapping[str, str] | None = None,
-) -> Manifest:
-    """A Node manifest kwok will manage; capacity = allocatable = the given resources."""
-    resources: dict[str, str] = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    resources.update(extended or {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "annotations": {
-                KWOK_NODE_ANNOTATION: KWOK_NODE_ANNOTATION_VALUE,
-                "node.alpha.kubernetes.io/ttl": "0",
-            },
-            "labels": {
-                "type": "kwok",
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                **(labels or {}),
-            },
-        },
-        "spec": {"taints": [dict(t) for t in taints]} if taints else {},
-        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
-    }
-
-
 def node_is_ready(node: Any) -> bool:
     """True when a V1Node (client model) has condition Ready=True."""
     conditions = (node.status.conditions if node.status else None) or []
@@ -122,26 +116,18 @@ def create_kwok_nodes(
     count: int,
     *,
     name_prefix: str = "kwok-node",
-    cpu: str = "32",
-    memory: str = "256Gi",
-    pods: int = 110,
-    labels: Mapping[str, str] | None = None,
-    taints: Sequence[Mapping[str, Any]] | None = None,
-    extended: Mapping[str, str] | None = None,
     wait_ready: bool = True,
     timeout: float = 120.0,
     workers: int = 8,
+    **shape: Unpack[NodeShape],
 ) -> list[str]:
-    """Create ``count`` kwok Nodes ``<name_prefix>-<i>`` and (by default) wait until Ready."""
+    """Create ``count`` kwok Nodes ``<name_prefix>-<i>`` shaped by ``make_node(**shape)``
+    and (by default) wait until Ready."""
     core = client.CoreV1Api(api)
     names = [f"{name_prefix}-{i}" for i in range(count)]
 
     def create(name: str) -> None:
-        manifest = make_node(
-            name, cpu=cpu, memory=memory, pods=pods, labels=labels, taints=taints,
-            extended=extended,
-        )  # fmt: skip
-        core.create_node(manifest)
+        core.create_node(make_node(name, **shape))
 
     _parallel(create, names, workers=workers)
     if wait_ready:
@@ -178,59 +164,6 @@ def delete_nodes(api: client.ApiClient, names: Iterable[str], *, workers: int = 
 
 
 # -- pods ----------------------------------------------------------------------------------
-
-
-def make_pod(
-    name: str,
-    *,
-    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
-    cpu: str | None = "100m",
-    memory: str | None = "64Mi",
-    extended: Mapping[str, str] | None = None,
-    labels: Mapping[str, str] | None = None,
-    node_selector: Mapping[str, str] | None = None,
-    tolerations: Sequence[Mapping[str, Any]] | None = None,
-    affinity: Mapping[str, Any] | None = None,
-    priority_class_name: str | None = None,
-    image: str = PAUSE_IMAGE,
-) -> Manifest:
-    """A single-container pod manifest, pending until a ``scheduler_name`` scheduler binds it."""
-    requests: dict[str, str] = {}
-    if cpu:
-        requests["cpu"] = cpu
-    if memory:
-        requests["memory"] = memory
-    requests.update(extended or {})
-    container: dict[str, Any] = {"name": "main", "image": image}
-    if requests:
-        # Extended resources must have limits equal to requests.
-        limits = {k: v for k, v in requests.items() if k not in ("cpu", "memory")}
-        container["resources"] = {"requests": requests, **({"limits": limits} if limits else {})}
-    spec: dict[str, Any] = {
-        "schedulerName": scheduler_name,
-        "containers": [container],
-        "terminationGracePeriodSeconds": 0,
-        "automountServiceAccountToken": False,
-    }
-    if node_selector:
-        spec["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        spec["tolerations"] = [dict(t) for t in tolerations]
-    if affinity:
-        spec["affinity"] = dict(affinity)
-    if priority_class_name:
-        spec["priorityClassName"] = priority_class_name
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": spec,
-    }
-
-
-def make_pods(count: int, *, name_prefix: str = "pod", **pod_kwargs: Any) -> list[Manifest]:
-    """``count`` pods ``<name_prefix>-<i>``, all built by ``make_pod(**pod_kwargs)``."""
-    return [make_pod(f"{name_prefix}-{i}", **pod_kwargs) for i in range(count)]
 
 
 def create_pods(
@@ -339,7 +272,7 @@ def delete_namespace(
         wait_for(gone, timeout=timeout, message=f"namespace {name} to be deleted")
 
 
-# -- service accounts ----------------------------------------------------------------------
+# -- preemption ----------------------------------------------------------------------------
 
 
 def create_priority_classes(
@@ -400,88 +333,6 @@ def create_pdb_allowing_no_disruption(
             }
         },
     )
-
-
-def service_account_kubeconfig(
-    admin_api: client.ApiClient,
-    *,
-    namespace: str,
-    name: str,
-    cluster_role_rules: Sequence[Mapping[str, Any]] | None = None,
-    cluster_role_name: str | None = None,
-    directory: Path | None = None,
-    expiration_seconds: int = 3600,
-) -> Path:
-    """Create ServiceAccount ``namespace/name`` bound cluster-wide to a role; write a kubeconfig.
-
-    Give either ``cluster_role_rules`` (a ClusterRole ``splitsched-test:<ns>:<name>`` with
-    exactly those rules is created) or ``cluster_role_name`` (an existing ClusterRole). The
-    token comes from the TokenRequest API. Returns the kubeconfig path (in ``directory``, a
-    new temp dir by default).
-    """
-    if (cluster_role_rules is None) == (cluster_role_name is None):
-        raise ValueError("give exactly one of cluster_role_rules or cluster_role_name")
-    core = client.CoreV1Api(admin_api)
-    rbac = client.RbacAuthorizationV1Api(admin_api)
-    owner_labels = {TEST_NAMESPACE_LABEL: namespace}
-    core.create_namespaced_service_account(
-        namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}}
-    )
-    object_name = f"splitsched-test:{namespace}:{name}"
-    role_name = cluster_role_name or object_name
-    if cluster_role_rules is not None:
-        rbac.create_cluster_role(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": role_name, "labels": owner_labels},
-                "rules": [dict(r) for r in cluster_role_rules],
-            }
-        )
-    rbac.create_cluster_role_binding(
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": object_name, "labels": owner_labels},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role_name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
-        }
-    )
-    token_request = core.create_namespaced_service_account_token(
-        name,
-        namespace,
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": expiration_seconds},
-        },
-    )
-    token = str(token_request.status.token)
-    conf = admin_api.configuration
-    cluster: dict[str, Any] = {"server": str(conf.host)}
-    if conf.ssl_ca_cert:
-        # Embedded: the admin client's CA file may be a temp file the client deletes at exit.
-        ca_pem = Path(str(conf.ssl_ca_cert)).read_bytes()
-        cluster["certificate-authority-data"] = base64.b64encode(ca_pem).decode()
-    user = f"system:serviceaccount:{namespace}:{name}"
-    kubeconfig = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "cluster", "cluster": cluster}],
-        "users": [{"name": user, "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "cluster", "user": user}}],
-        "current-context": "sa",
-    }
-    out_dir = directory or Path(tempfile.mkdtemp(prefix="splitsched-sa-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{namespace}-{name}.kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig, sort_keys=False))
-    path.chmod(0o600)
-    return path
 
 
 # -- internals -----------------------------------------------------------------------------

@@ -29,7 +29,6 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from kubernetes import client
@@ -129,16 +128,16 @@ class Service:
         return f"http://127.0.0.1:{self.http_port}"
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.http_url}/readyz", timeout=1) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
+        """/readyz answers 200: the service does its job (a standby scheduler does not)."""
+        return self._answers_ok("/readyz")
 
     def live(self) -> bool:
         """/healthz answers: the process serves (a standby scheduler is live, not ready)."""
+        return self._answers_ok("/healthz")
+
+    def _answers_ok(self, path: str) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.http_url}/healthz", timeout=1) as resp:
+            with urllib.request.urlopen(f"{self.http_url}{path}", timeout=1) as resp:
                 return bool(resp.status == 200)
         except (urllib.error.URLError, OSError):
             return False
@@ -189,8 +188,13 @@ class Stack:
             argv += ["--peer-server-name", "localhost"]
         return argv
 
-    def _service(self, name: str, module: str, args: Sequence[str]) -> Service:
-        grpc_port, http_port = controlplane.free_port(), controlplane.free_port()
+    def _service(
+        self, name: str, module: str, args: Sequence[str], *, grpc_port: int | None = None
+    ) -> Service:
+        """``python -m MODULE`` on loopback ports (``grpc_port``, or a free one), run through
+        orphanguard, with this component's TLS flags."""
+        grpc_port = grpc_port or controlplane.free_port()
+        http_port = controlplane.free_port()
         argv = [
             sys.executable,
             "-m",
@@ -205,7 +209,7 @@ class Stack:
         ]
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
 
-    def _start(self, svc: Service) -> None:
+    def _start(self, svc: Service) -> Service:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         log = svc.log_path.open("ab")
         svc.proc = subprocess.Popen(
@@ -217,6 +221,7 @@ class Stack:
         )
         log.close()
         self.services.append(svc)
+        return svc
 
     def _wait_ready(self, svcs: Sequence[Service], timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -265,83 +270,73 @@ class Stack:
         return [s for s in self.services if s.name.startswith("binder")]
 
     def start(self, *, timeout: float = 60.0) -> Stack:
+        """Start the watcher, the binders, then the schedulers; return once every one is
+        ready (with several schedulers: once one leads and the others answer /healthz).
+        On any failure stop what was started."""
+        if self.schedulers > 1 and (self.scheduler_kubeconfig is None or not self.lease_namespace):
+            raise ValueError("several schedulers need scheduler_kubeconfig and lease_namespace")
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            watcher = self._service(
-                "watcher",
-                "services.watcher",
-                ["--kubeconfig", str(self.watcher_kubeconfig), *self.watcher_args],
-            )
-            self._start(watcher)
-            ha = self.schedulers > 1
-            if ha and (self.scheduler_kubeconfig is None or not self.lease_namespace):
-                raise ValueError("several schedulers need scheduler_kubeconfig and lease_namespace")
+            watcher = self._start(self._watcher())
             scheduler_ports = [controlplane.free_port() for _ in range(self.schedulers)]
-            scheduler_target = ",".join(f"127.0.0.1:{p}" for p in scheduler_ports)
-            if ha:
-                scheduler_target = f"ipv4:{scheduler_target}"
-            binders = []
-            for i in range(self.binders):
-                b = self._service(
-                    f"binder-{i}",
-                    "services.binder",
-                    [
-                        "--kubeconfig",
-                        str(self.binder_kubeconfig),
-                        "--scheduler",
-                        scheduler_target,
-                        "--binder-id",
-                        f"binder-{i}",
-                        *self.binder_args,
-                    ],
-                )
-                self._start(b)
-                binders.append(b)
-            targets = ",".join(f"127.0.0.1:{b.grpc_port}" for b in binders)
-            schedulers = []
-            for i, scheduler_grpc in enumerate(scheduler_ports):
-                election = (
-                    [
-                        "--leader-elect",
-                        "--kubeconfig",
-                        str(self.scheduler_kubeconfig),
-                        "--lease-namespace",
-                        self.lease_namespace,
-                    ]
-                    if ha
-                    else []
-                )
-                scheduler = self._service(
-                    f"scheduler-{i}" if ha else "scheduler",
-                    "services.scheduler",
-                    [
-                        "--watcher",
-                        watcher.grpc_target,
-                        "--binders",
-                        f"ipv4:{targets}",
-                        "--scheduler-id",
-                        f"scheduler-{i}",
-                        *election,
-                        *self.scheduler_args,
-                    ],
-                )
-                scheduler.grpc_port = scheduler_grpc
-                listen = scheduler.argv.index("--listen") + 1
-                scheduler.argv[listen] = f"127.0.0.1:{scheduler_grpc}"
-                self._start(scheduler)
-                schedulers.append(scheduler)
-            if ha:
-                self._wait_ready([watcher, *binders], timeout)
-                self.wait_leader(timeout=timeout)
-                for svc in schedulers:
-                    kube.wait_for(svc.live, timeout=timeout, interval=0.1,
-                                  message=f"{svc.name} /healthz")  # fmt: skip
-            else:
-                self._wait_ready([watcher, *binders, *schedulers], timeout)
+            binders = [self._start(self._binder(i, scheduler_ports)) for i in range(self.binders)]
+            schedulers = [
+                self._start(self._scheduler(i, port, watcher=watcher, binders=binders))
+                for i, port in enumerate(scheduler_ports)
+            ]
+            self._wait_started(watcher, binders, schedulers, timeout=timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _watcher(self) -> Service:
+        args = ["--kubeconfig", str(self.watcher_kubeconfig), *self.watcher_args]
+        return self._service("watcher", "services.watcher", args)
+
+    def _binder(self, index: int, scheduler_ports: Sequence[int]) -> Service:
+        """Binder ``index``, reporting to every scheduler replica (with several, an
+        ``ipv4:a,b`` target whose channel picks the SERVING one)."""
+        target = ",".join(f"127.0.0.1:{p}" for p in scheduler_ports)
+        if self.schedulers > 1:
+            target = f"ipv4:{target}"
+        name = f"binder-{index}"
+        args = ["--kubeconfig", str(self.binder_kubeconfig), "--scheduler", target]
+        return self._service(
+            name, "services.binder", [*args, "--binder-id", name, *self.binder_args]
+        )
+
+    def _scheduler(
+        self, index: int, grpc_port: int, *, watcher: Service, binders: Sequence[Service]
+    ) -> Service:
+        """Scheduler replica ``index`` on ``grpc_port`` (the port the binders were given);
+        with several replicas, under leader election."""
+        ha = self.schedulers > 1
+        election = []
+        if ha:
+            election = ["--leader-elect", "--kubeconfig", str(self.scheduler_kubeconfig)]
+            election += ["--lease-namespace", self.lease_namespace]
+        targets = ",".join(b.grpc_target for b in binders)
+        args = ["--watcher", watcher.grpc_target, "--binders", f"ipv4:{targets}"]
+        args += ["--scheduler-id", f"scheduler-{index}", *election, *self.scheduler_args]
+        name = f"scheduler-{index}" if ha else "scheduler"
+        return self._service(name, "services.scheduler", args, grpc_port=grpc_port)
+
+    def _wait_started(
+        self,
+        watcher: Service,
+        binders: Sequence[Service],
+        schedulers: Sequence[Service],
+        *,
+        timeout: float,
+    ) -> None:
+        if len(schedulers) <= 1:
+            self._wait_ready([watcher, *binders, *schedulers], timeout)
+            return
+        self._wait_ready([watcher, *binders], timeout)
+        self.wait_leader(timeout=timeout)
+        for svc in schedulers:
+            kube.wait_for(svc.live, timeout=timeout, interval=0.1, message=f"{svc.name} /healthz")
 
     def stop(self, *, grace: float = 15.0) -> None:
         for svc in reversed(self.services):
@@ -362,10 +357,5 @@ class Stack:
     def __enter__(self) -> Stack:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

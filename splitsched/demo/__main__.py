@@ -1,0 +1,7 @@
+"""``python -m splitsched.demo`` (``make demo``)."""
+
+import sys
+
+from splitsched.demo import main
+
+sys.exit(main())

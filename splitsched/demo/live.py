@@ -1,0 +1,229 @@
+"""``python -m splitsched.demo``: the live run. Starts the local control plane, the demo's
+nodes and the three services, creates the demo's pods while a watch records when each is
+bound, then prints the summary; stops everything it started on exit or Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+from kubernetes import client, watch
+
+from splitsched.demo import workload
+from splitsched.demo.offline import REPO
+from splitsched.testing import controlplane, kube, stack
+from splitsched.testing.manifests import Manifest
+from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+
+STATE_DIR = REPO / ".local-cluster" / "demo"
+#: How long the demo waits for the pods that fit to be bound.
+BIND_BUDGET_SECONDS = 300
+
+
+def run_live(*, keep: bool) -> int:
+    cp = controlplane.ControlPlane(STATE_DIR)
+    print("starting the local control plane (etcd, kube-apiserver, kwok)...", flush=True)
+    cp.up()
+    running: stack.Stack | None = None
+    try:
+        api = kube.api_client_from_kubeconfig(cp.kubeconfig_path)
+        print(f"  kube-apiserver at {cp.server_url}; kubeconfig {cp.kubeconfig_path}")
+        _create_nodes(api)
+        namespace = kube.create_namespace(api, prefix="demo")
+        running = _start_services(api)
+        manifests, unfit = workload.demo_pods()
+        bound = BoundPods(client.CoreV1Api(api), namespace).start()
+        time.sleep(0.5)
+        created, elapsed = _create_pods(
+            api, namespace, manifests, bound, fit=len(manifests) - len(unfit)
+        )
+        bound.stop()
+        _print_summary(running, bound, created, elapsed, pods=len(manifests))
+        _print_unfit(running, namespace, unfit)
+        print(
+            f"\ntry it yourself: splitsched pods --server {running.scheduler.grpc_target}; "
+            f"KUBECONFIG={cp.kubeconfig_path} kubectl -n {namespace} get pods"
+        )
+        if keep:
+            print("\n--keep: leaving everything running; Ctrl-C to stop")
+            while True:
+                time.sleep(3600)
+        return 0
+    except KeyboardInterrupt:
+        print("\ninterrupted")
+        return 130
+    finally:
+        print("stopping services and the control plane...", flush=True)
+        if running is not None:
+            running.stop()
+        cp.down()
+
+
+def _create_nodes(api: client.ApiClient) -> None:
+    """The demo's nodes (those a kept run left behind are reused), once kwok has them Ready."""
+    core = client.CoreV1Api(api)
+    existing = {n.metadata.name for n in core.list_node().items}
+    nodes = workload.demo_nodes()
+    for n in nodes:
+        if n["metadata"]["name"] not in existing:
+            core.create_node(n)
+    names = [n["metadata"]["name"] for n in nodes]
+    kube.wait_nodes_ready(api, names=names, timeout=120)
+    print(f"  {len(names)} kwok nodes ready (30 small, 14 large, 6 GPU tainted; 3 zones)")
+
+
+def _start_services(api: client.ApiClient) -> stack.Stack:
+    """Watcher, scheduler and 2 binders, each with its least-privilege ServiceAccount."""
+    sa_ns = kube.create_namespace(api, prefix="splitsched-system")
+    workdir = STATE_DIR / "services"
+    configs = stack.component_kubeconfigs(api, namespace=sa_ns, directory=workdir)
+    running = stack.Stack(
+        workdir=workdir,
+        watcher_kubeconfig=configs["watcher"],
+        binder_kubeconfig=configs["binder"],
+        binders=2,
+    )
+    print("starting watcher, scheduler and 2 binders...", flush=True)
+    running.start(timeout=90)
+    print(f"  scheduler API at {running.scheduler.grpc_target} (logs in {workdir})\n", flush=True)
+    return running
+
+
+class BoundPods:
+    """When each pod of a namespace was first seen bound, and to which node: a watch in a
+    background thread (listed again when the stream ends), and ``catch_up`` from a list."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        self.bound_at: dict[str, float] = {}
+        self.node_of: dict[str, str] = {}
+        self._core = core
+        self._namespace = namespace
+        self._stop = threading.Event()
+
+    def start(self) -> BoundPods:
+        threading.Thread(target=self._follow, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def catch_up(self) -> None:
+        """A list is the truth: count binds the watch has not shown yet."""
+        for pod in self._core.list_namespaced_pod(self._namespace).items:
+            self._see(pod)
+
+    def _see(self, pod: Any) -> None:
+        if pod.spec.node_name and pod.metadata.name not in self.bound_at:
+            self.bound_at[pod.metadata.name] = time.monotonic()
+            self.node_of[pod.metadata.name] = pod.spec.node_name
+
+    def _follow(self) -> None:
+        version = ""
+        while not self._stop.is_set():
+            w = watch.Watch()
+            try:
+                for ev in w.stream(
+                    self._core.list_namespaced_pod,
+                    self._namespace,
+                    resource_version=version,
+                    timeout_seconds=60,
+                ):
+                    pod = ev["object"]
+                    version = pod.metadata.resource_version
+                    self._see(pod)
+                    if self._stop.is_set():
+                        w.stop()
+            except client.ApiException:
+                version = ""  # 410 Gone: list again from now
+
+
+def _create_pods(
+    api: client.ApiClient,
+    namespace: str,
+    manifests: Sequence[Manifest],
+    bound: BoundPods,
+    *,
+    fit: int,
+) -> tuple[dict[str, float], float]:
+    """Create the pods from 8 threads and show progress each second until the ``fit`` ones
+    are bound (or the budget is spent); returns each pod's creation time and the seconds
+    it all took."""
+    core = client.CoreV1Api(api)
+    print(f"creating {len(manifests)} pods with schedulerName: splitsched...", flush=True)
+    created: dict[str, float] = {}
+    t0 = time.monotonic()
+
+    def create(m: Manifest) -> None:
+        created[m["metadata"]["name"]] = time.monotonic()
+        core.create_namespaced_pod(namespace, m)
+
+    pool = ThreadPoolExecutor(8)
+    creating = [pool.submit(create, m) for m in manifests]
+    while len(bound.bound_at) < fit and time.monotonic() - t0 < BIND_BUDGET_SECONDS:
+        done = sum(1 for f in creating if f.done())
+        print(
+            f"  {time.monotonic() - t0:5.1f}s  created {done:4d}/{len(manifests)}"
+            f"  bound {len(bound.bound_at):4d}/{fit}",
+            flush=True,
+        )
+        time.sleep(1.0)
+        if time.monotonic() - t0 > 5:
+            bound.catch_up()
+    pool.shutdown(wait=True)
+    return created, time.monotonic() - t0
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _print_summary(
+    running: stack.Stack, bound: BoundPods, created: dict[str, float], elapsed: float, *, pods: int
+) -> None:
+    """Bound and pending counts, creation-to-bound latency, pods per node, and how many
+    bindings each binder made (from its /metrics)."""
+    bound_at = bound.bound_at
+    latencies = [bound_at[n] - created[n] for n in bound_at if n in created]
+    print(f"\nbound {len(bound_at)}/{pods} pods in {elapsed:.1f}s; ", end="")
+    print(f"{pods - len(bound_at)} pending")
+    print(
+        f"creation to bound: p50 {_percentile(latencies, 0.5) * 1000:.0f} ms, "
+        f"p99 {_percentile(latencies, 0.99) * 1000:.0f} ms"
+    )
+    per_node = Counter(bound.node_of.values())
+    print("\npods per node:")
+    for name in sorted(per_node):
+        print(f"  {name:<18} {per_node[name]:4d} {'#' * (per_node[name] // 2)}")
+    print("\nhow the binders shared the work:")
+    for svc in running.binder_services:
+        found = re.findall(
+            r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', svc.metrics()
+        )
+        print(f"  {svc.name}: {int(float(found[0])) if found else 0} bindings")
+
+
+def _print_unfit(running: stack.Stack, namespace: str, unfit: set[str]) -> None:
+    """The scheduler's own words (Scheduler.GetPod) for one pod of each unfit kind."""
+    print("\nwhy the unfit pods are pending (Scheduler.GetPod):")
+    with grpc.insecure_channel(running.scheduler.grpc_target) as channel:
+        api_stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        shown: set[str] = set()
+        for name in sorted(unfit):
+            kind = name.split("-")[0]
+            if kind in shown:
+                continue
+            shown.add(kind)
+            status = api_stub.GetPod(
+                scheduler_pb2.GetPodRequest(namespace=namespace, name=name), timeout=5
+            )
+            print(f"  {name:<10} {status.message}")

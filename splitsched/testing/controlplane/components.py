@@ -1,0 +1,147 @@
+"""How each control-plane process is run and when it counts as up: the command lines of
+etcd, kube-apiserver and kwok (pure functions of the recorded ports and paths) and their
+health checks. ``ControlPlane`` starts them in this order.
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
+
+import yaml
+
+from splitsched.testing.controlplane.state import ControlPlaneError, ControlPlaneState
+from splitsched.testing.manifests import KWOK_NODE_ANNOTATION, KWOK_NODE_ANNOTATION_VALUE
+
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+
+
+# -- etcd -----------------------------------------------------------------------------------
+
+
+def etcd_client_url(state: ControlPlaneState) -> str:
+    return f"http://127.0.0.1:{state.etcd_client_port}"
+
+
+def etcd_argv(binary: Path, state: ControlPlaneState, *, data_dir: Path) -> list[str]:
+    client = etcd_client_url(state)
+    peer = f"http://127.0.0.1:{state.etcd_peer_port}"
+    return [
+        str(binary),
+        "--name=splitsched",
+        f"--data-dir={data_dir}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=splitsched={peer}",
+        "--initial-cluster-state=new",
+        # A throwaway test store: skip fsync, it dominates on small machines.
+        "--unsafe-no-fsync=true",
+        "--quota-backend-bytes=8589934592",
+        "--log-level=warn",
+    ]
+
+
+def etcd_healthy(state: ControlPlaneState) -> bool:
+    try:
+        with urllib.request.urlopen(f"{etcd_client_url(state)}/health", timeout=2) as resp:
+            body = json.loads(resp.read())
+            return str(body.get("health")) == "true"
+    except (OSError, ValueError):
+        return False
+
+
+# -- kube-apiserver -------------------------------------------------------------------------
+
+
+def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list[str]:
+    return [
+        str(binary),
+        f"--etcd-servers={etcd_client_url(state)}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={state.apiserver_port}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}",
+        f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        f"--cert-dir={pki}",
+        "--authorization-mode=Node,RBAC",
+        f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        # No kube-controller-manager: the ServiceAccount admission plugin would refuse
+        # pods because no "default" ServiceAccount is ever created, and the
+        # not-ready taint TaintNodesByCondition puts on new nodes would never be
+        # lifted (the node lifecycle controller does that).
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        # Lean for small machines; benchmarks send bursts.
+        "--enable-priority-and-fairness=false",
+        "--max-requests-inflight=2000",
+        "--max-mutating-requests-inflight=1000",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def apiserver_ready(state: ControlPlaneState, ctx: ssl.SSLContext, *, timeout: float) -> bool:
+    """``/readyz`` answers ``ok`` to a client presenting ``ctx``'s certificate."""
+    try:
+        with urllib.request.urlopen(
+            f"{state.server_url}/readyz", timeout=timeout, context=ctx
+        ) as resp:
+            return bool(resp.status == 200 and resp.read().strip() == b"ok")
+    except (OSError, ssl.SSLError, urllib.error.URLError):
+        return False
+
+
+# -- kwok -----------------------------------------------------------------------------------
+
+
+def kwok_config(stage_texts: Iterable[str], *, stages_dir: Path) -> str:
+    """One config file of kwok's Stage documents; they must cover Nodes and Pods
+    (``stages_dir`` only names where they came from in the error)."""
+    texts = list(stage_texts)
+    kinds = {
+        doc.get("spec", {}).get("resourceRef", {}).get("kind")
+        for text in texts
+        for doc in yaml.safe_load_all(text)
+        if isinstance(doc, dict)
+    }
+    if not {"Node", "Pod"} <= kinds:
+        raise ControlPlaneError(f"kwok node and pod stages missing in {stages_dir}")
+    return "\n---\n".join(t.strip() for t in texts) + "\n"
+
+
+def kwok_argv(
+    binary: Path, state: ControlPlaneState, *, kubeconfig: Path, config: Path
+) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--config={config}",
+        "--manage-all-nodes=false",
+        "--manage-single-node=",
+        "--manage-nodes-with-annotation-selector="
+        f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+        "--manage-nodes-with-label-selector=",
+        "--node-lease-duration-seconds=40",
+        "--node-ip=127.0.0.1",
+        f"--server-address=127.0.0.1:{state.kwok_port}",
+        "--cidr=10.244.0.0/16",
+    ]
+
+
+def kwok_healthy(state: ControlPlaneState) -> bool:
+    url = f"http://127.0.0.1:{state.kwok_port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False

@@ -1,0 +1,48 @@
+"""What ``ControlPlane.up`` records in ``state.json`` (ports, PIDs, versions), and the names
+every part of the control plane shares: its components and its error."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+#: The processes, in start order (``down`` stops them in reverse).
+COMPONENTS = ("etcd", "kube-apiserver", "kwok")
+STATE_FILE = "state.json"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started, or a binary is missing."""
+
+
+@dataclass
+class ControlPlaneState:
+    """What ``up`` started: ports, PIDs and the API server URL (``state.json``)."""
+
+    etcd_client_port: int
+    etcd_peer_port: int
+    apiserver_port: int
+    kwok_port: int
+    pids: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def server_url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+
+def load_state(path: Path) -> ControlPlaneState | None:
+    """The recorded state, or None when there is none (or it is unreadable)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return ControlPlaneState(**data)
+
+
+def save_state(path: Path, state: ControlPlaneState) -> None:
+    """Write atomically: a reader never sees half a file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(state), indent=2) + "\n")
+    tmp.replace(path)
