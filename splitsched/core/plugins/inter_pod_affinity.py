@@ -22,20 +22,17 @@ from typing import Any, ClassVar, cast
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import (
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.plugins import masks
+from splitsched.core.podindex import (
     PREFERRED_AFFINITY,
     PREFERRED_ANTI_AFFINITY,
     REQUIRED_AFFINITY,
     REQUIRED_ANTI_AFFINITY,
     AffinityTermKey,
-    BoolArray,
-    FloatArray,
-    IntArray,
-    NodeTable,
     PodGroup,
     with_label_keys,
 )
-from splitsched.core.plugins import masks
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
