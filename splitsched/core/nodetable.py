@@ -6,18 +6,20 @@ operations. Rows are dense (0..n-1) and may move when a node is removed, so a ro
 only valid within one scheduling cycle; names are the stable identity.
 
 Things that change rarely (labels, taints) are indexed lazily and memoised until a node's
-spec changes (`spec_version`); requested resources are updated in place per pod.
+spec changes (`spec_version`); requested resources are updated in place per pod, and so is
+the `podindex.PodIndex` the pod-topology plugins read (`pod_groups`, `affinity_terms`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from splitsched.core import models
+from splitsched.core.podindex import AffinityTermKey, PodGroup, PodGroupKey, PodIndex
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -32,88 +34,6 @@ _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
 _NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
-
-# ---- pod-topology index types (see NodeTable._index_pod) ----------------------------------
-PodGroupKey = tuple[str, frozenset[tuple[str, str]], bool, str]
-"""(namespace, labels, deleting, controller owner uid): what a spread/affinity selector sees."""
-AffinityTermKey = tuple[int, str, tuple[tuple[str, str], ...], models.PodAffinityTerm]
-"""(weight, owner pod's namespace, owner's values of the term's (mis)matchLabelKeys, term)."""
-REQUIRED_AFFINITY = "requiredAffinity"
-REQUIRED_ANTI_AFFINITY = "requiredAntiAffinity"
-PREFERRED_AFFINITY = "preferredAffinity"
-PREFERRED_ANTI_AFFINITY = "preferredAntiAffinity"
-AFFINITY_TERM_KINDS = (
-    REQUIRED_AFFINITY,
-    REQUIRED_ANTI_AFFINITY,
-    PREFERRED_AFFINITY,
-    PREFERRED_ANTI_AFFINITY,
-)
-
-
-@dataclass(slots=True)
-class PodGroup:
-    """Assigned pods that look alike to a selector, counted per node name."""
-
-    namespace: str
-    labels: Mapping[str, str]
-    deleting: bool
-    owner: str
-    on_node: dict[str, int]
-
-
-def _bump(counts: dict[str, int], key: str, delta: int) -> None:
-    left = counts.get(key, 0) + delta
-    if left > 0:
-        counts[key] = left
-    else:
-        counts.pop(key, None)
-
-
-def with_label_keys(
-    selector: models.LabelSelector | None,
-    labels: Mapping[str, str],
-    *,
-    match_keys: Sequence[str] = (),
-    mismatch_keys: Sequence[str] = (),
-) -> models.LabelSelector | None:
-    """The selector ANDed with `key In (labels[key])` per matchLabelKey and `key NotIn
-    (labels[key])` per mismatchLabelKey (keys the labels lack are ignored); how the
-    (mis)matchLabelKeys an AffinityTermKey records turn into a selector. Idempotent, so a
-    selector the API server already merged these into keeps its meaning."""
-    extra = [
-        models.LabelSelectorRequirement(k, "In", (labels[k],)) for k in match_keys if k in labels
-    ]
-    extra += [
-        models.LabelSelectorRequirement(k, "NotIn", (labels[k],))
-        for k in mismatch_keys
-        if k in labels
-    ]
-    if not extra or selector is None:
-        return selector
-    return models.LabelSelector(
-        match_labels=selector.match_labels,
-        match_expressions=(*selector.match_expressions, *extra),
-    )
-
-
-def owner_key(pod: models.Pod) -> str:
-    """The pod's owner identity as PodGroup.owner holds it ("" when the pod has no owner)."""
-    if pod.owner is None:
-        return ""
-    return pod.owner.uid or f"{pod.owner.kind}/{pod.owner.name}"
-
-
-def _affinity_terms_of(pod: models.Pod) -> list[tuple[str, int, models.PodAffinityTerm]]:
-    out: list[tuple[str, int, models.PodAffinityTerm]] = []
-    for kind_req, kind_pref, aff in (
-        (REQUIRED_AFFINITY, PREFERRED_AFFINITY, pod.pod_affinity),
-        (REQUIRED_ANTI_AFFINITY, PREFERRED_ANTI_AFFINITY, pod.pod_anti_affinity),
-    ):
-        if aff is None:
-            continue
-        out.extend((kind_req, 0, t) for t in aff.required)
-        out.extend((kind_pref, w.weight, w.term) for w in aff.preferred)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,14 +68,14 @@ class NodeTable:
         # Rows whose usage or allocatable changed, in order: lets the algorithm rescore
         # only those rows for the next pod of the same shape. `touch_base` is the absolute
         # position of touch_log[0]; old entries are dropped in halves.
-        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
-        self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
         self.touch_log: list[int] = []
         self.touch_base = 0
+        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
+        self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1
-        self._init_pod_indexes()
+        self._pod_index = PodIndex()  # kept in step by add_pod/remove_pod/remove_node
 
     # ---- sizes and views -------------------------------------------------------------
     @property
@@ -252,7 +172,7 @@ class NodeTable:
         last = self.n - 1
         pods = list(self.pods[row].values())
         for pod in pods:
-            self._index_pod(name, pod, -1)
+            self._pod_index.count(name, pod, -1)
         if row != last:
             moved = self.names[last]
             self.names[row] = moved
@@ -358,7 +278,7 @@ class NodeTable:
         self._nonzero[row, 1] += vecs.nonzero_memory
         self.pods[row][pod.uid] = pod
         self._touch(row)
-        self._index_pod(node_name, pod, 1)
+        self._pod_index.count(node_name, pod, 1)
         ports = self.used_ports[row]
         for hp in pod.host_ports:
             key = (hp.protocol or "TCP", hp.host_ip or "0.0.0.0", hp.port)
@@ -374,7 +294,7 @@ class NodeTable:
         if pod is None:
             return None
         self._touch(row)
-        self._index_pod(node_name, pod, -1)
+        self._pod_index.count(node_name, pod, -1)
         vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] -= vecs.request
         self._nonzero[row, 0] -= vecs.nonzero_cpu
@@ -390,56 +310,18 @@ class NodeTable:
         self.pod_version += 1
         return pod
 
-    # ---- pod indexes for PodTopologySpread and InterPodAffinity -------------------------
-    # Begin section owned by the pod-topology plugins (topology_spread, inter_pod_affinity).
-    # Kept in step by add_pod/remove_pod/remove_node so those plugins never scan every pod:
-    # pods are grouped by what a label selector can see of them, and pods' own affinity
-    # terms are grouped by term, each with its pod count per node name (names, not rows,
-    # because rows move when a node is removed).
+    # ---- pod indexes for PodTopologySpread and InterPodAffinity (see podindex) ---------
+    @property
+    def pod_groups(self) -> dict[PodGroupKey, PodGroup]:
+        return self._pod_index.groups
 
-    def _init_pod_indexes(self) -> None:
-        self.pod_groups: dict[PodGroupKey, PodGroup] = {}
-        self.affinity_terms: dict[str, dict[AffinityTermKey, dict[str, int]]] = {
-            kind: {} for kind in AFFINITY_TERM_KINDS
-        }
-
-    def _index_pod(self, node_name: str, pod: models.Pod, delta: int) -> None:
-        owner = owner_key(pod)
-        gkey: PodGroupKey = (pod.namespace, frozenset(pod.labels.items()), pod.deleting, owner)
-        group = self.pod_groups.get(gkey)
-        if group is None:
-            group = PodGroup(pod.namespace, dict(pod.labels), pod.deleting, owner, {})
-            self.pod_groups[gkey] = group
-        _bump(group.on_node, node_name, delta)
-        if not group.on_node:
-            del self.pod_groups[gkey]
-        for kind, weight, term in _affinity_terms_of(pod):
-            keys = (*term.match_label_keys, *term.mismatch_label_keys)
-            own = tuple((k, pod.labels[k]) for k in keys if k in pod.labels)
-            tkey: AffinityTermKey = (weight, pod.namespace, own, term)
-            per_node = self.affinity_terms[kind].setdefault(tkey, {})
-            _bump(per_node, node_name, delta)
-            if not per_node:
-                del self.affinity_terms[kind][tkey]
+    @property
+    def affinity_terms(self) -> dict[str, dict[AffinityTermKey, dict[str, int]]]:
+        return self._pod_index.affinity_terms
 
     def pod_counts_by_row(self, match: Callable[[PodGroup], bool]) -> IntArray:
         """Per row, how many assigned pods of the groups `match` accepts run there."""
-        out = np.zeros(self.n, dtype=np.int64)
-        row_of = self.row_of
-        for group in self.pod_groups.values():
-            if not match(group):
-                continue
-            on_node = group.on_node
-            if len(on_node) == 1:
-                for name, count in on_node.items():
-                    out[row_of[name]] += count
-                continue
-            size = len(on_node)
-            rows = np.fromiter((row_of[name] for name in on_node), dtype=np.int64, count=size)
-            out[rows] += np.fromiter(on_node.values(), dtype=np.int64, count=size)
-        return out
-
-    # End section owned by the pod-topology plugins.
+        return self._pod_index.counts_by_row(match, self.row_of, self.n)
 
     # ---- memoised indexes over node specs -------------------------------------------
     def _memo_get(self, key: tuple[object, ...]) -> object | None:

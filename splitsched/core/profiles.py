@@ -73,63 +73,21 @@ def _names(entries: Any, where: str) -> list[tuple[str, int | None]]:
 
 
 def build_profile(spec: Mapping[str, Any], *, where: str = "profiles[0]") -> framework.Profile:
-    """One profile from its config mapping (see module docstring)."""
+    """One profile from its config mapping (see module docstring). Each extension point
+    runs the multiPoint set (`_multi_point`) adjusted by the point's own enabled/disabled
+    lists (`_chosen`), keeping the plugins that implement the point; a plugin enabled
+    explicitly at a point it lacks is an error."""
     name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
     if not isinstance(name, str) or not name:
         raise ProfileError(f"{where}.schedulerName: must be a non-empty string")
-    plugin_args: dict[str, Mapping[str, Any]] = {}
-    for i, pc in enumerate(spec.get("pluginConfig") or []):
-        if not isinstance(pc, Mapping) or not isinstance(pc.get("name"), str):
-            raise ProfileError(f"{where}.pluginConfig[{i}]: needs a string 'name'")
-        args = pc.get("args") or {}
-        if not isinstance(args, Mapping):
-            raise ProfileError(f"{where}.pluginConfig[{i}].args: must be a mapping")
-        plugin_args[pc["name"]] = args
-    plugins_cfg = spec.get("plugins") or {}
-    if not isinstance(plugins_cfg, Mapping):
-        raise ProfileError(f"{where}.plugins: must be a mapping")
-    for point in plugins_cfg:
-        if point not in (*EXTENSION_POINTS, "multiPoint"):
-            raise ProfileError(f"{where}.plugins.{point}: unknown extension point")
-
-    instances: dict[str, object] = {}
-
-    def instance(plugin_name: str, field_path: str) -> object:
-        if plugin_name not in instances:
-            factory = REGISTRY.get(plugin_name)
-            if factory is None:
-                known = ", ".join(sorted(REGISTRY))
-                raise ProfileError(f"{field_path}: unknown plugin {plugin_name!r} (known: {known})")
-            try:
-                instances[plugin_name] = factory(plugin_args.get(plugin_name, {}))
-            except (TypeError, ValueError, KeyError) as exc:
-                raise ProfileError(f"{where}.pluginConfig[{plugin_name}]: {exc}") from exc
-        return instances[plugin_name]
-
-    multi = plugins_cfg.get("multiPoint") or {}
-    multi_disabled = {n for n, _ in _names(multi.get("disabled"), f"{where}.plugins.multiPoint")}
-    multi_enabled = _names(multi.get("enabled"), f"{where}.plugins.multiPoint.enabled")
-    base: list[tuple[str, int | None]] = (
-        []
-        if "*" in multi_disabled
-        else [(n, None) for n in DEFAULT_PLUGINS if n not in multi_disabled]
-    )
-    base += [e for e in multi_enabled if e[0] not in {b[0] for b in base}]
-
+    instances = _Instances(_plugin_args(spec, where), where)
+    plugins_cfg = _plugins_config(spec, where)
+    base = _multi_point(plugins_cfg, where)
     profile = framework.Profile(scheduler_name=name)
     for point in EXTENSION_POINTS:
-        cfg = plugins_cfg.get(point) or {}
-        if not isinstance(cfg, Mapping):
-            raise ProfileError(f"{where}.plugins.{point}: must be a mapping")
-        disabled = {n for n, _ in _names(cfg.get("disabled"), f"{where}.plugins.{point}.disabled")}
-        enabled = _names(cfg.get("enabled"), f"{where}.plugins.{point}.enabled")
-        chosen: list[tuple[str, int | None, bool]] = []
-        if "*" not in disabled:
-            chosen = [(n, w, False) for n, w in base if n not in disabled]
-        chosen += [(n, w, True) for n, w in enabled if n not in {c[0] for c in chosen}]
         proto = _PROTOCOLS[point]
-        for plugin_name, weight, explicit in chosen:
-            obj = instance(plugin_name, f"{where}.plugins.{point}")
+        for plugin_name, weight, explicit in _chosen(plugins_cfg, point, base, where):
+            obj = instances.get(plugin_name, f"{where}.plugins.{point}")
             if not isinstance(obj, proto):
                 if explicit:
                     raise ProfileError(
@@ -143,6 +101,87 @@ def build_profile(spec: Mapping[str, Any], *, where: str = "profiles[0]") -> fra
             else:
                 getattr(profile, _attr(point)).append(obj)
     return profile
+
+
+def _plugin_args(spec: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]:
+    """pluginConfig: each plugin's args by plugin name."""
+    plugin_args: dict[str, Mapping[str, Any]] = {}
+    for i, pc in enumerate(spec.get("pluginConfig") or []):
+        if not isinstance(pc, Mapping) or not isinstance(pc.get("name"), str):
+            raise ProfileError(f"{where}.pluginConfig[{i}]: needs a string 'name'")
+        args = pc.get("args") or {}
+        if not isinstance(args, Mapping):
+            raise ProfileError(f"{where}.pluginConfig[{i}].args: must be a mapping")
+        plugin_args[pc["name"]] = args
+    return plugin_args
+
+
+def _plugins_config(spec: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """plugins: a mapping whose keys are extension points (or multiPoint)."""
+    plugins_cfg = spec.get("plugins") or {}
+    if not isinstance(plugins_cfg, Mapping):
+        raise ProfileError(f"{where}.plugins: must be a mapping")
+    for point in plugins_cfg:
+        if point not in (*EXTENSION_POINTS, "multiPoint"):
+            raise ProfileError(f"{where}.plugins.{point}: unknown extension point")
+    return plugins_cfg
+
+
+class _Instances:
+    """One instance per plugin name for the whole profile, built on first use with its
+    pluginConfig args, so a plugin at several points shares its state."""
+
+    def __init__(self, plugin_args: Mapping[str, Mapping[str, Any]], where: str) -> None:
+        self._args = plugin_args
+        self._where = where
+        self._built: dict[str, object] = {}
+
+    def get(self, plugin_name: str, field_path: str) -> object:
+        if plugin_name not in self._built:
+            factory = REGISTRY.get(plugin_name)
+            if factory is None:
+                known = ", ".join(sorted(REGISTRY))
+                raise ProfileError(f"{field_path}: unknown plugin {plugin_name!r} (known: {known})")
+            try:
+                self._built[plugin_name] = factory(self._args.get(plugin_name, {}))
+            except (TypeError, ValueError, KeyError) as exc:
+                raise ProfileError(f"{self._where}.pluginConfig[{plugin_name}]: {exc}") from exc
+        return self._built[plugin_name]
+
+
+def _multi_point(plugins_cfg: Mapping[str, Any], where: str) -> list[tuple[str, int | None]]:
+    """The plugins every point starts from: the defaults less multiPoint's disabled ones
+    (all of them for `*`), then multiPoint's enabled ones."""
+    multi = plugins_cfg.get("multiPoint") or {}
+    multi_disabled = {n for n, _ in _names(multi.get("disabled"), f"{where}.plugins.multiPoint")}
+    multi_enabled = _names(multi.get("enabled"), f"{where}.plugins.multiPoint.enabled")
+    base: list[tuple[str, int | None]] = (
+        []
+        if "*" in multi_disabled
+        else [(n, None) for n in DEFAULT_PLUGINS if n not in multi_disabled]
+    )
+    base += [e for e in multi_enabled if e[0] not in {b[0] for b in base}]
+    return base
+
+
+def _chosen(
+    plugins_cfg: Mapping[str, Any],
+    point: str,
+    base: list[tuple[str, int | None]],
+    where: str,
+) -> list[tuple[str, int | None, bool]]:
+    """(name, weight, explicitly enabled) of the plugins configured at one point: `base`
+    less the point's disabled ones (all for `*`), then the point's enabled ones."""
+    cfg = plugins_cfg.get(point) or {}
+    if not isinstance(cfg, Mapping):
+        raise ProfileError(f"{where}.plugins.{point}: must be a mapping")
+    disabled = {n for n, _ in _names(cfg.get("disabled"), f"{where}.plugins.{point}.disabled")}
+    enabled = _names(cfg.get("enabled"), f"{where}.plugins.{point}.enabled")
+    chosen: list[tuple[str, int | None, bool]] = []
+    if "*" not in disabled:
+        chosen = [(n, w, False) for n, w in base if n not in disabled]
+    chosen += [(n, w, True) for n, w in enabled if n not in {c[0] for c in chosen}]
+    return chosen
 
 
 def _attr(point: str) -> str:

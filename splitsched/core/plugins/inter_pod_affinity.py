@@ -17,25 +17,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import (
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.plugins import masks
+from splitsched.core.podindex import (
     PREFERRED_AFFINITY,
     PREFERRED_ANTI_AFFINITY,
     REQUIRED_AFFINITY,
     REQUIRED_ANTI_AFFINITY,
     AffinityTermKey,
-    BoolArray,
-    FloatArray,
-    IntArray,
-    NodeTable,
     PodGroup,
     with_label_keys,
 )
-from splitsched.core.plugins import masks
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
@@ -114,6 +111,47 @@ class _FilterState:
 @dataclass(frozen=True, slots=True)
 class _ScoreState:
     by_key: dict[str, FloatArray]  # topology key -> score per distinct label value
+
+
+class _DomainScores:
+    """PreScore's tally: per topology key, a score per distinct label value (domain).
+    A term credits its weight per matching pod to the domain of the pod's node, for pods
+    on nodes that have the topology key (kube-scheduler creates a score entry only for
+    those); a term that credits nothing creates no entry."""
+
+    def __init__(self, table: NodeTable) -> None:
+        self._table = table
+        self.by_key: dict[str, FloatArray] = {}
+
+    def add_per_row(self, topology_key: str, per_row: IntArray, weight: int) -> None:
+        """Matching pods counted per table row."""
+        ids, values = self._table.label_values(topology_key)
+        has = ids >= 0
+        if not per_row[has].any():
+            return
+        # float64, as bincount with weights always returns (numpy's stubs say intp)
+        sums = cast(FloatArray, np.bincount(ids[has], weights=per_row[has], minlength=len(values)))
+        self._credit(topology_key, sums, weight)
+
+    def add_on_nodes(self, topology_key: str, on_node: Mapping[str, int], weight: int) -> None:
+        """Matching pods counted per node name."""
+        ids, values = self._table.label_values(topology_key)
+        row_of = self._table.row_of
+        sums = np.zeros(len(values), dtype=np.float64)
+        hit = False
+        for node_name, count in on_node.items():
+            row = row_of.get(node_name)
+            if row is not None and ids[row] >= 0:
+                sums[ids[row]] += count
+                hit = True
+        if hit:
+            self._credit(topology_key, sums, weight)
+
+    def _credit(self, topology_key: str, sums: FloatArray, weight: int) -> None:
+        acc = self.by_key.get(topology_key)
+        if acc is None:
+            acc = self.by_key[topology_key] = np.zeros(len(sums), dtype=np.float64)
+        acc += weight * sums
 
 
 class InterPodAffinity:
@@ -274,43 +312,25 @@ class InterPodAffinity:
         preferred_anti = pod.pod_anti_affinity.preferred if pod.pod_anti_affinity else ()
         if self.ignore_preferred_terms_of_existing_pods and not preferred and not preferred_anti:
             return framework.Status.skip()
-        by_key: dict[str, FloatArray] = {}
-
-        def add(
-            topology_key: str, per_row: IntArray | None, on_node: Mapping[str, int], w: int
-        ) -> None:
-            """Credit `w` per matching pod to its node's domain, for pods on nodes that have
-            the topology key (kube-scheduler creates a score entry only for those)."""
-            ids, values = table.label_values(topology_key)
-            if per_row is not None:
-                has = ids >= 0
-                if not per_row[has].any():
-                    return
-                sums = np.bincount(ids[has], weights=per_row[has], minlength=len(values))
-            else:
-                sums = np.zeros(len(values), dtype=np.float64)
-                hit = False
-                for node_name, count in on_node.items():
-                    row = table.row_of.get(node_name)
-                    if row is not None and ids[row] >= 0:
-                        sums[ids[row]] += count
-                        hit = True
-                if not hit:
-                    return
-            acc = by_key.get(topology_key)
-            if acc is None:
-                acc = by_key[topology_key] = np.zeros(len(values), dtype=np.float64)
-            acc += w * sums
-
+        scores = _DomainScores(table)
         # The incoming pod's preferred terms against every existing pod.
         for sign, weighted in ((1, preferred), (-1, preferred_anti)):
             for wt in weighted:
                 t = resolve_term(wt.term, namespace=pod.namespace, labels=pod.labels)
                 counts = table.pod_counts_by_row(self._group_matcher([t]))
-                add(t.topology_key, counts, {}, sign * wt.weight)
+                scores.add_per_row(t.topology_key, counts, sign * wt.weight)
+        self._score_existing_terms(pod, table, scores)
+        # kube-scheduler skips scoring when no (topology key, value) pair was touched.
+        if not scores.by_key:
+            return framework.Status.skip()
+        state.write(_PRESCORE_KEY, _ScoreState(scores.by_key))
+        return framework.Status.success()
 
-        # Existing pods' terms that the incoming pod matches: preferred ones with their
-        # weight (negative for anti-affinity), required affinity with hardPodAffinityWeight.
+    def _score_existing_terms(
+        self, pod: models.Pod, table: NodeTable, scores: _DomainScores
+    ) -> None:
+        """Existing pods' terms that the incoming pod matches: preferred ones with their
+        weight (negative for anti-affinity), required affinity with hardPodAffinityWeight."""
         kinds: list[tuple[str, int, int]] = [
             (PREFERRED_AFFINITY, 1, 0),
             (PREFERRED_ANTI_AFFINITY, -1, 0),
@@ -321,13 +341,7 @@ class InterPodAffinity:
             for key, on_node in table.affinity_terms[kind].items():
                 t = self._existing_term(key)
                 if self._pod_matches(t, pod):
-                    add(t.topology_key, None, on_node, fixed or sign * key[0])
-
-        # kube-scheduler skips scoring when no (topology key, value) pair was touched.
-        if not by_key:
-            return framework.Status.skip()
-        state.write(_PRESCORE_KEY, _ScoreState(by_key))
-        return framework.Status.success()
+                    scores.add_on_nodes(t.topology_key, on_node, fixed or sign * key[0])
 
     def score(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: IntArray

@@ -25,17 +25,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import (
-    BoolArray,
-    FloatArray,
-    IntArray,
-    NodeTable,
-    PodGroup,
-    with_label_keys,
-)
+from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.plugins import masks
 from splitsched.core.plugins.node_affinity import node_matches_mask
 from splitsched.core.plugins.taint_toleration import tolerated_mask
+from splitsched.core.podindex import PodGroup, with_label_keys
 
 REASON_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON_CONSTRAINTS + " (missing required label)"

@@ -12,13 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import REQUIRED_ANTI_AFFINITY, NodeTable
+from splitsched.core.nodetable import NodeTable
 from splitsched.core.plugins.inter_pod_affinity import (
     REASON_AFFINITY,
     REASON_ANTI_AFFINITY,
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
+from splitsched.core.podindex import REQUIRED_ANTI_AFFINITY
 from tests.unit.plugins_pod.conftest import (
     HOSTNAME,
     ZONE,

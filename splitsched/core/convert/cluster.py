@@ -1,0 +1,94 @@
+"""Cluster files: every Node and Pod in what `kubectl get nodes,pods -A -o yaml|json` prints.
+
+Called by tools and tests that load a cluster from a file (`splitsched simulate`, the
+demo, the invariant checks). Accepts a List, a NodeList/PodList, one object, a bare JSON
+array or several YAML documents; converts strictly and names the failing item.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import yaml
+
+from splitsched.core import models
+from splitsched.core.convert.fields import BadField, ConversionError, type_name
+from splitsched.core.convert.nodes import node_ref, read_node
+from splitsched.core.convert.pods import pod_ref, read_pod
+
+_YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _documents(text: str) -> list[object]:
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            return [json.loads(text)]
+        except ValueError:
+            pass  # YAML flow style is a superset of JSON; let the YAML parser explain
+    try:
+        return [d for d in yaml.load_all(text, Loader=_YamlLoader) if d is not None]
+    except yaml.YAMLError as e:
+        raise ConversionError("", f"invalid YAML: {e}") from None
+
+
+def _kind(item: object, default: str = "") -> str:
+    kind = item.get("kind") if isinstance(item, dict) else None
+    return kind if isinstance(kind, str) and kind else default
+
+
+def _list_items(doc: dict[str, Any], prefix: str) -> Iterator[tuple[str, str, object]]:
+    """The items of a List/NodeList/PodList; an item without a kind takes the list's."""
+    kind = doc["kind"]
+    implied = kind[: -len("List")] if kind != "List" else ""
+    items = doc.get("items")
+    if items is None:
+        return
+    if not isinstance(items, list):
+        raise ConversionError(f"{prefix}items", f"expected a list, got {type_name(items)}")
+    for i, item in enumerate(items):
+        yield f"{prefix}items[{i}]", _kind(item, implied), item
+
+
+def _items(documents: list[object]) -> Iterator[tuple[str, str, object]]:
+    """(where, kind, object) for every object, unwrapping List/NodeList/PodList."""
+    many = len(documents) > 1
+    for d, doc in enumerate(documents):
+        prefix = f"documents[{d}]." if many else ""
+        if isinstance(doc, list):  # a bare JSON array of objects
+            for i, item in enumerate(doc):
+                yield f"{prefix}[{i}]", _kind(item), item
+            continue
+        if not isinstance(doc, dict):
+            raise ConversionError(prefix.rstrip(".") or "document", "expected an object")
+        kind = doc.get("kind")
+        if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+            yield from _list_items(doc, prefix)
+        else:
+            yield prefix.rstrip(".") or "document", _kind(doc), doc
+
+
+def load_cluster(text: str) -> tuple[list[models.Node], list[models.Pod]]:
+    """Every Node and Pod in `kubectl get nodes,pods -A -o yaml|json` output (a List, a
+    NodeList/PodList, one object, or several YAML documents), converted strictly. Other
+    kinds are skipped. Errors name the item: `items[3] (Pod default/web): spec...`."""
+    nodes: list[models.Node] = []
+    pods: list[models.Pod] = []
+    for where, kind, item in _items(_documents(text)):
+        if kind == "Node":
+            try:
+                nodes.append(read_node(item))
+            except BadField as e:
+                name = node_ref(item).removeprefix("node ")
+                raise ConversionError(f"{where} (Node {name})", e.detail) from None
+        elif kind == "Pod":
+            try:
+                pods.append(read_pod(item))
+            except BadField as e:
+                ref = pod_ref(item).removeprefix("pod ")
+                raise ConversionError(f"{where} (Pod {ref})", e.detail) from None
+        elif not kind:
+            raise ConversionError(where, "missing kind")
+    return nodes, pods
