@@ -29,7 +29,7 @@ from aiohttp import web
 from kubernetes import client
 
 from splitsched.testing import kube, stack
-from tests.support.otlp import OtlpReceiver, Span
+from tests.support.fakes.otlp import OtlpReceiver, Span
 
 pytestmark = pytest.mark.e2e
 

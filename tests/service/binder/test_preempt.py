@@ -22,7 +22,7 @@ from services.binder import worker
 from services.binder.server import MAX_VICTIMS
 from services.binder.worker import EVICTION_CONCURRENCY
 from splitsched.v1 import binder_pb2, types_pb2
-from tests.service.test_binder import (
+from tests.service.binder.test_binder import (
     FakeKube,
     FakePod,
     Harness,

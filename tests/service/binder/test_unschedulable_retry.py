@@ -28,7 +28,7 @@ from services.binder.worker import BindingPool
 from splitsched.runtime import grpcsrv
 from splitsched.testing.faultproxy import Fault, FaultProxy
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
-from tests.service.test_binder import (
+from tests.service.binder.test_binder import (
     FakeKube,
     FakePod,
     FakeScheduler,

@@ -45,9 +45,9 @@ from splitsched import wire
 from splitsched.core import models
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2, watcher_pb2
-from tests.service import test_api_unit as api_support
-from tests.service import test_binder as binder_support
-from tests.service import test_watcher_stream as watcher_support
+from tests.service.binder import test_binder as binder_support
+from tests.service.scheduler import test_api as api_support
+from tests.service.watcher import test_stream as watcher_support
 from tests.support import protofuzz
 
 T = TypeVar("T")

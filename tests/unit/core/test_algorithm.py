@@ -13,7 +13,7 @@ import pytest
 
 from splitsched.core import algorithm, batch, models, profiles
 from splitsched.core.cache import SchedulerCache
-from tests.unit import test_preemption as base
+from tests.unit.core import test_preemption as base
 
 GI = 1024**3
 

@@ -14,8 +14,8 @@ import pytest
 
 from splitsched.core import algorithm, framework, models
 from splitsched.core.nominator import Nominator
-from tests.unit import test_preemption as base
-from tests.unit.test_preemption import node
+from tests.unit.core import test_preemption as base
+from tests.unit.core.test_preemption import node
 
 
 def pod(name: str, cpu: int, *, nominated: str = "", **kw: object) -> models.Pod:

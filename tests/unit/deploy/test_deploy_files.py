@@ -43,7 +43,7 @@ from services.binder import main as binder_main
 from services.scheduler import main as scheduler_main
 from services.watcher import main as watcher_main
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 DOCKERFILE = REPO_ROOT / "Dockerfile"
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 DOCKERIGNORE = REPO_ROOT / ".dockerignore"

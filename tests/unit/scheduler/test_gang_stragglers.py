@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from splitsched.core.clock import FakeClock
-from tests.service.test_scheduler_state import clock, gang_pod, node, state
+from tests.unit.scheduler.test_state import clock, gang_pod, node, state
 
 __all__ = ["clock", "state"]  # fixtures
 

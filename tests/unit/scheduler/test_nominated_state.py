@@ -13,8 +13,8 @@ import pytest
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from splitsched.core import models
 from splitsched.core.clock import FakeClock
-from tests.service import test_scheduler_state as base
-from tests.service.test_scheduler_state import clock, node, state
+from tests.unit.scheduler import test_state as base
+from tests.unit.scheduler.test_state import clock, node, state
 
 __all__ = ["clock", "state"]  # fixtures shared with the state machine's tests
 

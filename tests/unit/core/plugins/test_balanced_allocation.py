@@ -7,7 +7,7 @@ import pytest
 
 from splitsched.core import framework, models
 from splitsched.core.plugins.balanced_allocation import NodeResourcesBalancedAllocation
-from tests.unit.plugins.conftest import (
+from tests.support.builders import (
     GI,
     Assigned,
     all_rows,

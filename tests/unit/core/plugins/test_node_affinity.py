@@ -12,7 +12,7 @@ from splitsched.core.plugins.node_affinity import (
     NodeAffinity,
     node_matches_mask,
 )
-from tests.unit.plugins.conftest import all_rows, bools, floats, fresh_state, node, pod, table_of
+from tests.support.builders import all_rows, bools, floats, fresh_state, node, pod, table_of
 
 R = models.NodeSelectorRequirement
 T = models.NodeSelectorTerm

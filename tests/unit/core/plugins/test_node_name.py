@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from splitsched.core.plugins.node_name import NodeName
-from tests.unit.plugins.conftest import fresh_state, node, pod, table_of
+from tests.support.builders import fresh_state, node, pod, table_of
 
 
 def test_no_node_name_fits_everywhere() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from splitsched.core import framework, models
 from splitsched.core.plugins.node_ports import REASON, NodePorts
-from tests.unit.plugins.conftest import bools, container, fresh_state, node, pod, table_of
+from tests.support.builders import bools, container, fresh_state, node, pod, table_of
 
 HP = models.HostPort
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from splitsched.core import models
 from splitsched.core.plugins.node_unschedulable import REASON, NodeUnschedulable
-from tests.unit.plugins.conftest import bools, fresh_state, node, pod, table_of
+from tests.support.builders import bools, fresh_state, node, pod, table_of
 
 KEY = "node.kubernetes.io/unschedulable"
 

@@ -8,7 +8,7 @@ import pytest
 
 from splitsched.core import framework, models
 from splitsched.core.plugins.resources_fit import NodeResourcesFit
-from tests.unit.plugins.conftest import (
+from tests.support.builders import (
     GI,
     MI,
     Assigned,

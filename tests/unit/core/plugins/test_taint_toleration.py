@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from splitsched.core import framework, models
 from splitsched.core.plugins.taint_toleration import TaintToleration, tolerates_all
-from tests.unit.plugins.conftest import all_rows, bools, floats, fresh_state, node, pod, table_of
+from tests.support.builders import all_rows, bools, floats, fresh_state, node, pod, table_of
 
 Tn = models.Taint
 Tol = models.Toleration

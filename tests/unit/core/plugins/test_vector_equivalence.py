@@ -13,7 +13,7 @@ from splitsched.core.plugins.node_affinity import NodeAffinity
 from splitsched.core.plugins.node_ports import NodePorts
 from splitsched.core.plugins.resources_fit import NodeResourcesFit
 from splitsched.core.plugins.taint_toleration import TaintToleration
-from tests.unit.plugins.conftest import bools, fresh_state, table_of
+from tests.support.builders import bools, fresh_state, table_of
 
 GPU = "example.com/gpu"
 FPGA = "example.com/fpga"  # offered by no node: always insufficient when requested
