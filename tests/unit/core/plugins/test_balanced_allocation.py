@@ -29,7 +29,7 @@ def score(
     nodes: list[models.Node],
     assigned: Assigned = None,
 ) -> list[float]:
-    table = table_of(nodes, assigned)
+    table = table_of(nodes, assigned=assigned)
     state = fresh_state()
     rows = all_rows(table)
     assert plugin.pre_score(state, p, table, rows).code == framework.Code.SUCCESS

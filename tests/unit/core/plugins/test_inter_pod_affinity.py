@@ -19,14 +19,12 @@ from splitsched.core.plugins.inter_pod_affinity import (
     REASON_EXISTING_ANTI_AFFINITY,
     InterPodAffinity,
 )
-from tests.unit.plugins_pod.conftest import (
+from tests.support import builders
+from tests.support.builders import (
     HOSTNAME,
     ZONE,
     add_remove_churn,
-    build_table,
     clusters,
-    mk_node,
-    mk_pod,
     random_labels,
     random_term,
     selector,
@@ -52,10 +50,10 @@ def affinity(
 
 def nodes() -> list[models.Node]:
     return [
-        mk_node("n1", zone="z1"),
-        mk_node("n2", zone="z1"),
-        mk_node("n3", zone="z2"),
-        mk_node("n4", zone="z2"),
+        builders.node("n1", hostname=True, zone="z1"),
+        builders.node("n2", hostname=True, zone="z1"),
+        builders.node("n3", hostname=True, zone="z2"),
+        builders.node("n4", hostname=True, zone="z2"),
     ]
 
 
@@ -94,25 +92,25 @@ def run_score(
 
 
 def db(name: str, node: str, **kw: Any) -> models.Pod:
-    return mk_pod(name, node=node, labels={"app": "db"}, **kw)
+    return builders.pod(name, node=node, labels={"app": "db"}, **kw)
 
 
 # ---- PreFilter skip ------------------------------------------------------------------------
 def test_prefilter_skips_pod_without_terms_in_cluster_without_required_anti_affinity() -> None:
     pref_only = affinity(preferred=[(5, term())])
-    table = build_table(nodes(), [db("d", "n1", pod_affinity=pref_only)])
+    table = builders.table_of(nodes(), [db("d", "n1", pod_affinity=pref_only)])
     plugin = InterPodAffinity()
     state = framework.CycleState()
-    pod = mk_pod("p", labels={"app": "web"})
+    pod = builders.pod("p", labels={"app": "web"})
     assert plugin.pre_filter(state, pod, table).code is framework.Code.SKIP
     assert plugin.filter(state, pod, table).all()
 
 
 def test_prefilter_runs_when_an_existing_pod_has_required_anti_affinity() -> None:
-    table = build_table(nodes(), [db("d", "n1", pod_anti_affinity=affinity(term()))])
+    table = builders.table_of(nodes(), [db("d", "n1", pod_anti_affinity=affinity(term()))])
     assert table.affinity_terms[REQUIRED_ANTI_AFFINITY]
     plugin = InterPodAffinity()
-    status = plugin.pre_filter(framework.CycleState(), mk_pod("p"), table)
+    status = plugin.pre_filter(framework.CycleState(), builders.pod("p"), table)
     assert status.code is framework.Code.SUCCESS
     table.remove_pod("n1", "uid-default-d")
     assert not table.affinity_terms[REQUIRED_ANTI_AFFINITY]
@@ -120,91 +118,98 @@ def test_prefilter_runs_when_an_existing_pod_has_required_anti_affinity() -> Non
 
 # ---- required affinity ---------------------------------------------------------------------
 def test_affinity_satisfied_in_the_zone_of_a_matching_pod() -> None:
-    table = build_table(nodes(), [db("d", "n2")])
-    pod = mk_pod("p", labels={"app": "web"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [db("d", "n2")])
+    pod = builders.pod("p", labels={"app": "web"}, pod_affinity=affinity(term(ZONE)))
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": False, "n4": False}
     assert reasons(pod, table) == {"n3": REASON_AFFINITY, "n4": REASON_AFFINITY}
 
 
 def test_affinity_by_hostname_only_the_node_of_the_matching_pod() -> None:
-    table = build_table(nodes(), [db("d", "n3"), mk_pod("w", node="n1", labels={"app": "web"})])
-    pod = mk_pod("p", pod_affinity=affinity(term(HOSTNAME)))
+    table = builders.table_of(
+        nodes(), [db("d", "n3"), builders.pod("w", node="n1", labels={"app": "web"})]
+    )
+    pod = builders.pod("p", pod_affinity=affinity(term(HOSTNAME)))
     assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": False}
 
 
 def test_affinity_unsatisfied_when_no_pod_matches_and_pod_does_not_match_itself() -> None:
-    table = build_table(nodes(), [mk_pod("w", node="n1", labels={"app": "web"})])
-    pod = mk_pod("p", labels={"app": "web"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [builders.pod("w", node="n1", labels={"app": "web"})])
+    pod = builders.pod("p", labels={"app": "web"}, pod_affinity=affinity(term(ZONE)))
     assert not any(run_filter(pod, table).values())
 
 
 def test_first_pod_of_a_self_affine_group_is_allowed_where_keys_exist() -> None:
-    table = build_table([*nodes(), mk_node("n5")], [mk_pod("w", node="n1", labels={"app": "x"})])
-    pod = mk_pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(
+        [*nodes(), builders.node("n5", hostname=True)],
+        [builders.pod("w", node="n1", labels={"app": "x"})],
+    )
+    pod = builders.pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
     # No pod matches anywhere, the pod matches its own term: every node with a zone fits.
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": True, "n4": True, "n5": False}
 
 
 def test_first_pod_exception_ends_once_a_matching_pod_exists() -> None:
-    table = build_table(nodes(), [db("d", "n3")])
-    pod = mk_pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [db("d", "n3")])
+    pod = builders.pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
     assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
 
 
 def test_first_pod_exception_ignores_matching_pods_on_nodes_without_the_key() -> None:
     # A matching pod sits on a node without a zone label: it records no topology pair, so
     # the cluster still looks empty to the term and the self-affinity exception applies.
-    table = build_table([*nodes(), mk_node("n5")], [db("d", "n5")])
-    pod = mk_pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of([*nodes(), builders.node("n5", hostname=True)], [db("d", "n5")])
+    pod = builders.pod("p", labels={"app": "db"}, pod_affinity=affinity(term(ZONE)))
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": True, "n4": True, "n5": False}
 
 
 def test_affinity_terms_are_anded_and_existing_pod_must_match_all() -> None:
     t_app = term(ZONE, selector(app="db"))
     t_tier = term(ZONE, selector(tier="backend"))
-    table = build_table(
+    table = builders.table_of(
         nodes(),
         [
             db("d", "n1"),  # matches only the first term
-            mk_pod("b", node="n3", labels={"tier": "backend"}),  # only the second
+            builders.pod("b", node="n3", labels={"tier": "backend"}),  # only the second
         ],
     )
-    pod = mk_pod("p", pod_affinity=affinity(t_app, t_tier))
+    pod = builders.pod("p", pod_affinity=affinity(t_app, t_tier))
     assert not any(run_filter(pod, table).values())
-    table.add_pod("n4", mk_pod("both", labels={"app": "db", "tier": "backend"}))
+    table.add_pod("n4", builders.pod("both", labels={"app": "db", "tier": "backend"}))
     assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
 
 
 def test_affinity_node_missing_topology_key_fails() -> None:
-    table = build_table([*nodes(), mk_node("n5")], [db("d", "n5"), db("e", "n1")])
-    pod = mk_pod("p", pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(
+        [*nodes(), builders.node("n5", hostname=True)], [db("d", "n5"), db("e", "n1")]
+    )
+    pod = builders.pod("p", pod_affinity=affinity(term(ZONE)))
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": False, "n4": False, "n5": False}
 
 
 # ---- namespaces ----------------------------------------------------------------------------
 def test_affinity_looks_in_own_namespace_by_default() -> None:
-    table = build_table(nodes(), [db("d", "n1", namespace="other")])
-    pod = mk_pod("p", pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [db("d", "n1", namespace="other")])
+    pod = builders.pod("p", pod_affinity=affinity(term(ZONE)))
     assert not any(run_filter(pod, table).values())
 
 
 def test_affinity_namespaces_list() -> None:
-    table = build_table(nodes(), [db("d", "n1", namespace="other")])
-    pod = mk_pod("p", pod_affinity=affinity(term(ZONE, namespaces=("other",))))
+    table = builders.table_of(nodes(), [db("d", "n1", namespace="other")])
+    pod = builders.pod("p", pod_affinity=affinity(term(ZONE, namespaces=("other",))))
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": False, "n4": False}
 
 
 def test_affinity_empty_namespace_selector_means_all_namespaces() -> None:
-    table = build_table(nodes(), [db("d", "n3", namespace="other")])
+    table = builders.table_of(nodes(), [db("d", "n3", namespace="other")])
     all_ns = models.LabelSelector()
-    pod = mk_pod("p", pod_affinity=affinity(term(ZONE, namespace_selector=all_ns)))
+    pod = builders.pod("p", pod_affinity=affinity(term(ZONE, namespace_selector=all_ns)))
     assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
 
 
 def test_affinity_namespace_selector_uses_supplied_namespace_labels() -> None:
-    table = build_table(nodes(), [db("d", "n3", namespace="team-a")])
+    table = builders.table_of(nodes(), [db("d", "n3", namespace="team-a")])
     team = selector(team="a")
-    pod = mk_pod("p", pod_affinity=affinity(term(ZONE, namespace_selector=team)))
+    pod = builders.pod("p", pod_affinity=affinity(term(ZONE, namespace_selector=team)))
     plugin = InterPodAffinity()
     assert not any(run_filter(pod, table, plugin).values())  # namespace labels unknown
     plugin.namespace_labels = {"team-a": {"team": "a"}}
@@ -213,27 +218,29 @@ def test_affinity_namespace_selector_uses_supplied_namespace_labels() -> None:
 
 # ---- required anti-affinity of the incoming pod --------------------------------------------
 def test_anti_affinity_by_hostname() -> None:
-    table = build_table(nodes(), [db("d", "n1")])
-    pod = mk_pod("p", pod_anti_affinity=affinity(term(HOSTNAME)))
+    table = builders.table_of(nodes(), [db("d", "n1")])
+    pod = builders.pod("p", pod_anti_affinity=affinity(term(HOSTNAME)))
     assert run_filter(pod, table) == {"n1": False, "n2": True, "n3": True, "n4": True}
     assert reasons(pod, table) == {"n1": REASON_ANTI_AFFINITY}
 
 
 def test_anti_affinity_by_zone() -> None:
-    table = build_table(nodes(), [db("d", "n4")])
-    pod = mk_pod("p", pod_anti_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [db("d", "n4")])
+    pod = builders.pod("p", pod_anti_affinity=affinity(term(ZONE)))
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": False, "n4": False}
 
 
 def test_anti_affinity_node_without_key_passes() -> None:
-    table = build_table([*nodes(), mk_node("n5")], [db("d", "n5")])
-    pod = mk_pod("p", pod_anti_affinity=affinity(term(ZONE)))
+    table = builders.table_of([*nodes(), builders.node("n5", hostname=True)], [db("d", "n5")])
+    pod = builders.pod("p", pod_anti_affinity=affinity(term(ZONE)))
     assert all(run_filter(pod, table).values())
 
 
 def test_anti_affinity_terms_each_apply() -> None:
-    table = build_table(nodes(), [db("d", "n1"), mk_pod("c", node="n3", labels={"app": "cache"})])
-    pod = mk_pod(
+    table = builders.table_of(
+        nodes(), [db("d", "n1"), builders.pod("c", node="n3", labels={"app": "cache"})]
+    )
+    pod = builders.pod(
         "p",
         pod_anti_affinity=affinity(term(HOSTNAME), term(ZONE, selector(app="cache"))),
     )
@@ -243,37 +250,39 @@ def test_anti_affinity_terms_each_apply() -> None:
 def test_mismatch_label_keys_on_anti_affinity() -> None:
     # Anti-affinity to pods of the same app but a different tenant (exclusive topology).
     t = term(ZONE, selector(app="db"), mismatch_label_keys=("tenant",))
-    pods = [mk_pod("x", node="n1", labels={"app": "db", "tenant": "a"})]
-    table = build_table(nodes(), pods)
-    same = mk_pod("p", labels={"app": "db", "tenant": "a"}, pod_anti_affinity=affinity(t))
-    other = mk_pod("q", labels={"app": "db", "tenant": "b"}, pod_anti_affinity=affinity(t))
+    pods = [builders.pod("x", node="n1", labels={"app": "db", "tenant": "a"})]
+    table = builders.table_of(nodes(), pods)
+    same = builders.pod("p", labels={"app": "db", "tenant": "a"}, pod_anti_affinity=affinity(t))
+    other = builders.pod("q", labels={"app": "db", "tenant": "b"}, pod_anti_affinity=affinity(t))
     assert all(run_filter(same, table).values())
     assert run_filter(other, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
 
 
 # ---- existing pods' required anti-affinity (symmetry) ----------------------------------------
 def test_existing_pod_anti_affinity_rejects_its_domain() -> None:
-    guard = mk_pod("g", node="n1", labels={"app": "guard"}, pod_anti_affinity=affinity(term(ZONE)))
-    table = build_table(nodes(), [guard])
-    assert run_filter(mk_pod("p", labels={"app": "db"}), table) == {
+    guard = builders.pod(
+        "g", node="n1", labels={"app": "guard"}, pod_anti_affinity=affinity(term(ZONE))
+    )
+    table = builders.table_of(nodes(), [guard])
+    assert run_filter(builders.pod("p", labels={"app": "db"}), table) == {
         "n1": False,
         "n2": False,
         "n3": True,
         "n4": True,
     }
-    assert reasons(mk_pod("p", labels={"app": "db"}), table) == {
+    assert reasons(builders.pod("p", labels={"app": "db"}), table) == {
         "n1": REASON_EXISTING_ANTI_AFFINITY,
         "n2": REASON_EXISTING_ANTI_AFFINITY,
     }
-    assert all(run_filter(mk_pod("q", labels={"app": "web"}), table).values())
+    assert all(run_filter(builders.pod("q", labels={"app": "web"}), table).values())
     # Other namespace: the guard's term looks in its own namespace only.
-    assert all(run_filter(mk_pod("r", namespace="x", labels={"app": "db"}), table).values())
+    assert all(run_filter(builders.pod("r", namespace="x", labels={"app": "db"}), table).values())
 
 
 def test_existing_pod_anti_affinity_by_hostname_and_removal() -> None:
-    guard = mk_pod("g", node="n3", pod_anti_affinity=affinity(term(HOSTNAME)))
-    table = build_table(nodes(), [guard])
-    pod = mk_pod("p", labels={"app": "db"})
+    guard = builders.pod("g", node="n3", pod_anti_affinity=affinity(term(HOSTNAME)))
+    table = builders.table_of(nodes(), [guard])
+    pod = builders.pod("p", labels={"app": "db"})
     assert run_filter(pod, table) == {"n1": True, "n2": True, "n3": False, "n4": True}
     table.remove_node("n3")
     assert all(run_filter(pod, table).values())
@@ -282,20 +291,20 @@ def test_existing_pod_anti_affinity_by_hostname_and_removal() -> None:
 
 # ---- scoring -------------------------------------------------------------------------------
 def test_score_skip_without_any_terms() -> None:
-    table = build_table(nodes(), [db("d", "n1")])
-    assert run_score(mk_pod("p"), table) is None
+    table = builders.table_of(nodes(), [db("d", "n1")])
+    assert run_score(builders.pod("p"), table) is None
 
 
 def test_score_preferred_affinity_favours_domain_with_matching_pods() -> None:
-    table = build_table(nodes(), [db("d1", "n1"), db("d2", "n2"), db("d3", "n3")])
-    pod = mk_pod("p", pod_affinity=affinity(preferred=[(5, term(ZONE))]))
+    table = builders.table_of(nodes(), [db("d1", "n1"), db("d2", "n2"), db("d3", "n3")])
+    pod = builders.pod("p", pod_affinity=affinity(preferred=[(5, term(ZONE))]))
     # z1: 2 pods * 5 = 10, z2: 5. min 5 max 10: z1 100, z2 0.
     assert run_score(pod, table) == {"n1": 100, "n2": 100, "n3": 0, "n4": 0}
 
 
 def test_score_preferred_terms_sum_over_keys() -> None:
-    table = build_table(nodes(), [db("d1", "n1"), db("d3", "n3")])
-    pod = mk_pod(
+    table = builders.table_of(nodes(), [db("d1", "n1"), db("d3", "n3")])
+    pod = builders.pod(
         "p",
         pod_affinity=affinity(preferred=[(3, term(ZONE)), (4, term(HOSTNAME))]),
     )
@@ -304,8 +313,8 @@ def test_score_preferred_terms_sum_over_keys() -> None:
 
 
 def test_score_preferred_anti_affinity_penalises_domain() -> None:
-    table = build_table(nodes(), [db("d1", "n1"), db("d2", "n1"), db("d3", "n3")])
-    pod = mk_pod(
+    table = builders.table_of(nodes(), [db("d1", "n1"), db("d2", "n1"), db("d3", "n3")])
+    pod = builders.pod(
         "p",
         pod_anti_affinity=affinity(preferred=[(2, term(HOSTNAME))]),
         pod_affinity=affinity(preferred=[(1, term(ZONE))]),
@@ -316,42 +325,44 @@ def test_score_preferred_anti_affinity_penalises_domain() -> None:
 
 
 def test_score_existing_pods_preferred_terms_are_symmetric() -> None:
-    lover = mk_pod(
+    lover = builders.pod(
         "l", node="n3", labels={"app": "x"}, pod_affinity=affinity(preferred=[(7, term(ZONE))])
     )
-    hater = mk_pod(
+    hater = builders.pod(
         "h",
         node="n1",
         labels={"app": "y"},
         pod_anti_affinity=affinity(preferred=[(3, term(HOSTNAME))]),
     )
-    table = build_table(nodes(), [lover, hater])
-    pod = mk_pod("p", labels={"app": "db"})
+    table = builders.table_of(nodes(), [lover, hater])
+    pod = builders.pod("p", labels={"app": "db"})
     # z2 +7, n1 -3: n1 -3, n2 0, n3 7, n4 7 -> int(100*(s+3)/10): 0, 30, 100, 100.
     assert run_score(pod, table) == {"n1": 0, "n2": 30, "n3": 100, "n4": 100}
     # A pod the terms do not select gets nothing to score.
-    assert run_score(mk_pod("q", labels={"app": "web"}), table) is None
+    assert run_score(builders.pod("q", labels={"app": "web"}), table) is None
 
 
 def test_score_hard_pod_affinity_weight() -> None:
-    needy = mk_pod("n", node="n4", labels={"app": "x"}, pod_affinity=affinity(term(ZONE)))
-    table = build_table(nodes(), [needy])
-    pod = mk_pod("p", labels={"app": "db"})
+    needy = builders.pod("n", node="n4", labels={"app": "x"}, pod_affinity=affinity(term(ZONE)))
+    table = builders.table_of(nodes(), [needy])
+    pod = builders.pod("p", labels={"app": "db"})
     assert run_score(pod, table) == {"n1": 0, "n2": 0, "n3": 100, "n4": 100}
     assert run_score(pod, table, {"hardPodAffinityWeight": 0}) is None
 
 
 def test_score_ignore_preferred_terms_of_existing_pods() -> None:
-    lover = mk_pod("l", node="n3", pod_affinity=affinity(preferred=[(7, term(ZONE))]))
-    table = build_table(nodes(), [lover])
-    pod = mk_pod("p", labels={"app": "db"})
+    lover = builders.pod("l", node="n3", pod_affinity=affinity(preferred=[(7, term(ZONE))]))
+    table = builders.table_of(nodes(), [lover])
+    pod = builders.pod("p", labels={"app": "db"})
     assert run_score(pod, table) is not None
     assert run_score(pod, table, {"ignorePreferredTermsOfExistingPods": True}) is None
 
 
 def test_score_terms_touching_only_unlabelled_nodes_skip() -> None:
-    table = build_table([mk_node("n1"), mk_node("n2")], [db("d", "n1")])
-    pod = mk_pod("p", pod_affinity=affinity(preferred=[(5, term(ZONE))]))
+    table = builders.table_of(
+        [builders.node("n1", hostname=True), builders.node("n2", hostname=True)], [db("d", "n1")]
+    )
+    pod = builders.pod("p", pod_affinity=affinity(preferred=[(5, term(ZONE))]))
     assert run_score(pod, table) is None
 
 
@@ -427,7 +438,7 @@ def reference_affinity_filter(
 def affinity_pods(draw: Any) -> models.Pod:
     required = tuple(random_term(draw) for _ in range(draw(st.integers(0, 2))))
     anti = tuple(random_term(draw) for _ in range(draw(st.integers(0, 2))))
-    return mk_pod(
+    return builders.pod(
         "incoming",
         namespace=draw(st.sampled_from(("default", "other"))),
         labels=random_labels(draw),
@@ -442,6 +453,6 @@ def test_filter_matches_plain_reference(
     cluster: tuple[list[models.Node], list[models.Pod]], pod: models.Pod
 ) -> None:
     nodes, pods = cluster
-    table = build_table(nodes, pods)
+    table = builders.table_of(nodes, pods)
     add_remove_churn(table, pods)
     assert run_filter(pod, table) == reference_affinity_filter(pod, nodes, pods)

@@ -13,7 +13,7 @@ def test_no_node_name_fits_everywhere() -> None:
 
 def test_node_name_fits_only_that_node() -> None:
     table = table_of([node("a"), node("b"), node("c")])
-    assert NodeName().filter(fresh_state(), pod(node_name="b"), table).tolist() == [
+    assert NodeName().filter(fresh_state(), pod(node="b"), table).tolist() == [
         False,
         True,
         False,
@@ -22,8 +22,8 @@ def test_node_name_fits_only_that_node() -> None:
 
 def test_unknown_node_name_fits_nowhere() -> None:
     table = table_of([node("a"), node("b")])
-    mask = NodeName().filter(fresh_state(), pod(node_name="zzz"), table)
+    mask = NodeName().filter(fresh_state(), pod(node="zzz"), table)
     assert mask.tolist() == [False, False]
-    reasons = NodeName().failure_reasons(fresh_state(), pod(node_name="zzz"), table, [0, 1])
+    reasons = NodeName().failure_reasons(fresh_state(), pod(node="zzz"), table, [0, 1])
     assert reasons == [("node(s) didn't match the requested node name",)] * 2
     assert NodeName.resolvable_by_preemption is False

@@ -19,7 +19,7 @@ def with_ports(
 
 
 def run(p: models.Pod, existing: list[models.Pod]) -> list[bool]:
-    table = table_of([node("busy"), node("free")], {"busy": existing})
+    table = table_of([node("busy"), node("free")], assigned={"busy": existing})
     state = fresh_state()
     plugin = NodePorts()
     status = plugin.pre_filter(state, p, table)
@@ -77,7 +77,7 @@ def test_sidecar_ports_count() -> None:
 
 def test_port_freed_when_pod_removed() -> None:
     holder = with_ports(HP(8080))
-    table = table_of([node("n")], {"n": [holder]})
+    table = table_of([node("n")], assigned={"n": [holder]})
     p = with_ports(HP(8080))
     assert NodePorts().filter(fresh_state(), p, table).tolist() == [False]
     table.remove_pod("n", holder.uid)

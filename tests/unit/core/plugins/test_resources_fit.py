@@ -32,7 +32,7 @@ def run_filter(
     table_nodes: list[models.Node],
     assigned: Assigned = None,
 ) -> tuple[list[bool], list[tuple[str, ...]]]:
-    table = table_of(table_nodes, assigned)
+    table = table_of(table_nodes, assigned=assigned)
     state = fresh_state()
     assert plugin.pre_filter(state, p, table).ok
     mask = plugin.filter(state, p, table)
@@ -221,7 +221,7 @@ def test_filter_covers_all_rows() -> None:
 def score(
     plugin: NodeResourcesFit, p: models.Pod, nodes: list[models.Node], assigned: Assigned = None
 ) -> list[float]:
-    table = table_of(nodes, assigned)
+    table = table_of(nodes, assigned=assigned)
     state = fresh_state()
     rows = all_rows(table)
     assert plugin.pre_score(state, p, table, rows).ok

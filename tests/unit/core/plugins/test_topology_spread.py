@@ -17,16 +17,14 @@ from splitsched.core.plugins.topology_spread import (
     REASON_MISSING_LABEL,
     PodTopologySpread,
 )
-from tests.unit.plugins_pod.conftest import (
+from tests.support import builders
+from tests.support.builders import (
     HOSTNAME,
     SELECTORS,
     ZONE,
     add_remove_churn,
-    build_table,
     clusters,
     exists,
-    mk_node,
-    mk_pod,
     random_labels,
 )
 
@@ -50,21 +48,21 @@ def tsc(
 
 def incoming(*constraints: models.TopologySpreadConstraint, **kw: Any) -> models.Pod:
     labels = kw.pop("labels", {"foo": ""})
-    return mk_pod("p", labels=labels, topology_spread_constraints=constraints, **kw)
+    return builders.pod("p", labels=labels, topology_spread_constraints=constraints, **kw)
 
 
 def four_nodes() -> list[models.Node]:
     return [
-        mk_node("node-a", zone="zone1"),
-        mk_node("node-b", zone="zone1"),
-        mk_node("node-x", zone="zone2"),
-        mk_node("node-y", zone="zone2"),
+        builders.node("node-a", hostname=True, zone="zone1"),
+        builders.node("node-b", hostname=True, zone="zone1"),
+        builders.node("node-x", hostname=True, zone="zone2"),
+        builders.node("node-y", hostname=True, zone="zone2"),
     ]
 
 
 def foo_pods(spread: Mapping[str, int], *, namespace: str = "default") -> list[models.Pod]:
     return [
-        mk_pod(f"{node}-{i}", node=node, namespace=namespace, labels={"foo": ""})
+        builders.pod(f"{node}-{i}", node=node, namespace=namespace, labels={"foo": ""})
         for node, count in spread.items()
         for i in range(count)
     ]
@@ -111,16 +109,16 @@ def run_score(
 
 # ---- Filter --------------------------------------------------------------------------------
 def test_no_constraints_skips_prefilter_and_passes_every_node() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 3}))
     plugin = PodTopologySpread()
     state = framework.CycleState()
-    pod = mk_pod("p", labels={"foo": ""})
+    pod = builders.pod("p", labels={"foo": ""})
     assert plugin.pre_filter(state, pod, table).code is framework.Code.SKIP
     assert plugin.filter(state, pod, table).all()
 
 
 def test_schedule_anyway_only_skips_filter() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 3}))
     pod = incoming(tsc(ZONE, hard=False))
     assert PodTopologySpread().pre_filter(framework.CycleState(), pod, table).code is (
         framework.Code.SKIP
@@ -128,23 +126,25 @@ def test_schedule_anyway_only_skips_filter() -> None:
 
 
 def test_no_existing_pods_every_node_fits() -> None:
-    table = build_table(four_nodes())
+    table = builders.table_of(four_nodes())
     assert all(run_filter(incoming(tsc(ZONE)), table).values())
 
 
 def test_pods_in_other_namespace_do_not_count() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 3}, namespace="other"))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 3}, namespace="other"))
     assert all(run_filter(incoming(tsc(HOSTNAME)), table).values())
 
 
 def test_terminating_pods_do_not_count() -> None:
-    pods = [mk_pod(f"t{i}", node="node-a", labels={"foo": ""}, deleting=True) for i in range(3)]
-    table = build_table(four_nodes(), pods)
+    pods = [
+        builders.pod(f"t{i}", node="node-a", labels={"foo": ""}, deleting=True) for i in range(3)
+    ]
+    table = builders.table_of(four_nodes(), pods)
     assert all(run_filter(incoming(tsc(HOSTNAME)), table).values())
 
 
 def test_zones_three_three_all_fit() -> None:
-    table = build_table(
+    table = builders.table_of(
         four_nodes(), foo_pods({"node-a": 1, "node-b": 2, "node-x": 2, "node-y": 1})
     )
     # 3 vs 3: adding one anywhere gives skew 1.
@@ -152,7 +152,7 @@ def test_zones_three_three_all_fit() -> None:
 
 
 def test_zones_unbalanced_only_emptier_zone_fits() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-x": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-x": 1}))
     # zone1 = 3, zone2 = 1, min 1: zone1 -> 3+1-1 = 3 > 1; zone2 -> 1+1-1 = 1.
     assert run_filter(incoming(tsc(ZONE)), table) == {
         "node-a": False,
@@ -163,7 +163,7 @@ def test_zones_unbalanced_only_emptier_zone_fits() -> None:
 
 
 def test_hostname_spread_2_1_0_3_only_empty_node_fits() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     assert run_filter(incoming(tsc(HOSTNAME)), table) == {
         "node-a": False,
         "node-b": False,
@@ -173,7 +173,7 @@ def test_hostname_spread_2_1_0_3_only_empty_node_fits() -> None:
 
 
 def test_hostname_spread_2_1_0_3_max_skew_2() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     # skew = count + 1 - 0 <= 2 for node-b (2) and node-x (1).
     assert run_filter(incoming(tsc(HOSTNAME, 2)), table) == {
         "node-a": False,
@@ -184,7 +184,7 @@ def test_hostname_spread_2_1_0_3_max_skew_2() -> None:
 
 
 def test_incoming_pod_not_matching_itself_has_no_self_count() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     pod = incoming(tsc(HOSTNAME), labels={"bar": ""})
     # skew = count - 0 <= 1: node-b (1) and node-x (0).
     assert run_filter(pod, table) == {
@@ -197,12 +197,12 @@ def test_incoming_pod_not_matching_itself_has_no_self_count() -> None:
 
 def test_node_missing_topology_key_is_rejected_with_missing_label_reason() -> None:
     nodes = [
-        mk_node("node-a", zone="zone1"),
-        mk_node("node-b"),
-        mk_node("node-x", zone="zone2"),
+        builders.node("node-a", hostname=True, zone="zone1"),
+        builders.node("node-b", hostname=True),
+        builders.node("node-x", hostname=True, zone="zone2"),
     ]
     # node-b's pods count for no zone: zone1 = 1, zone2 = 2 (its 5 pods are invisible).
-    table = build_table(nodes, foo_pods({"node-a": 1, "node-b": 5, "node-x": 2}))
+    table = builders.table_of(nodes, foo_pods({"node-a": 1, "node-b": 5, "node-x": 2}))
     pod = incoming(tsc(ZONE))
     assert run_filter(pod, table) == {"node-a": True, "node-b": False, "node-x": False}
     assert reasons(pod, table) == {
@@ -212,12 +212,12 @@ def test_node_missing_topology_key_is_rejected_with_missing_label_reason() -> No
 
 
 def test_every_node_missing_the_key_rejects_all() -> None:
-    table = build_table(four_nodes())
+    table = builders.table_of(four_nodes())
     assert not any(run_filter(incoming(tsc("rack")), table).values())
 
 
 def test_two_constraints_zone_and_hostname() -> None:
-    table = build_table(
+    table = builders.table_of(
         four_nodes(), foo_pods({"node-a": 3, "node-b": 0, "node-x": 1, "node-y": 2})
     )
     # zone1 = 3, zone2 = 3: zone constraint passes everywhere.
@@ -232,8 +232,11 @@ def test_two_constraints_zone_and_hostname() -> None:
 
 
 def test_nodes_missing_one_key_are_left_out_of_every_constraints_counts() -> None:
-    nodes = [*four_nodes(), mk_node("node-z", hostname=False, labels={"other": "1"}, zone="zone3")]
-    table = build_table(nodes, foo_pods({"node-a": 1, "node-b": 1, "node-x": 1, "node-y": 1}))
+    nodes = [
+        *four_nodes(),
+        builders.node("node-z", hostname=False, labels={"other": "1"}, zone="zone3"),
+    ]
+    table = builders.table_of(nodes, foo_pods({"node-a": 1, "node-b": 1, "node-x": 1, "node-y": 1}))
     # node-z lacks the hostname key, so zone3 is not an eligible domain: min stays 2.
     pod = incoming(tsc(ZONE), tsc(HOSTNAME, 3))
     got = run_filter(pod, table)
@@ -241,7 +244,7 @@ def test_nodes_missing_one_key_are_left_out_of_every_constraints_counts() -> Non
 
 
 def test_min_domains_larger_than_domain_count_treats_global_min_as_zero() -> None:
-    table = build_table(
+    table = builders.table_of(
         four_nodes(), foo_pods({"node-a": 1, "node-b": 1, "node-x": 1, "node-y": 1})
     )
     # zones 2/2. Without minDomains: skew 2+1-2 = 1 fits. With minDomains 3: min = 0,
@@ -254,7 +257,7 @@ def test_min_domains_larger_than_domain_count_treats_global_min_as_zero() -> Non
 
 
 def test_min_domains_with_hostname() -> None:
-    table = build_table(
+    table = builders.table_of(
         four_nodes(), foo_pods({"node-a": 2, "node-b": 2, "node-x": 1, "node-y": 1})
     )
     # 4 domains, minDomains 5: min 0, maxSkew 2 -> count + 1 <= 2 -> count <= 1.
@@ -269,10 +272,10 @@ def test_min_domains_with_hostname() -> None:
 
 def test_match_label_keys_narrow_the_counted_pods() -> None:
     pods = [
-        *[mk_pod(f"v1-{i}", node="node-a", labels={"foo": "", "rev": "1"}) for i in range(3)],
-        mk_pod("v2-0", node="node-x", labels={"foo": "", "rev": "2"}),
+        *[builders.pod(f"v1-{i}", node="node-a", labels={"foo": "", "rev": "1"}) for i in range(3)],
+        builders.pod("v2-0", node="node-x", labels={"foo": "", "rev": "2"}),
     ]
-    table = build_table(four_nodes(), pods)
+    table = builders.table_of(four_nodes(), pods)
     plain = incoming(tsc(HOSTNAME), labels={"foo": "", "rev": "2"})
     keyed = incoming(tsc(HOSTNAME, match_label_keys=("rev",)), labels={"foo": "", "rev": "2"})
     # All four pods count: min 0 (node-b, node-y), node-a 3+1 > 1, node-x 1+1 > 1.
@@ -292,7 +295,7 @@ def test_match_label_keys_narrow_the_counted_pods() -> None:
 
 
 def test_node_affinity_policy_honor_excludes_unmatched_nodes_from_counts() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     affinity = models.NodeAffinity(
         required=(
             models.NodeSelectorTerm(
@@ -323,11 +326,11 @@ def test_node_affinity_policy_honor_excludes_unmatched_nodes_from_counts() -> No
 
 def test_node_selector_counts_for_node_affinity_policy() -> None:
     nodes = [
-        mk_node("node-a", zone="zone1", labels={"disk": "ssd"}),
-        mk_node("node-b", zone="zone2", labels={"disk": "ssd"}),
-        mk_node("node-x", zone="zone3"),
+        builders.node("node-a", hostname=True, zone="zone1", labels={"disk": "ssd"}),
+        builders.node("node-b", hostname=True, zone="zone2", labels={"disk": "ssd"}),
+        builders.node("node-x", hostname=True, zone="zone3"),
     ]
-    table = build_table(nodes, foo_pods({"node-a": 1, "node-b": 1}))
+    table = builders.table_of(nodes, foo_pods({"node-a": 1, "node-b": 1}))
     # Honor: zone3 (no ssd) is not a domain, min 1 -> every node fits (1+1-1, 0+1-1).
     pod = incoming(tsc(ZONE), node_selector={"disk": "ssd"})
     assert all(run_filter(pod, table).values())
@@ -339,11 +342,11 @@ def test_node_selector_counts_for_node_affinity_policy() -> None:
 def test_node_taints_policy() -> None:
     taint = models.Taint("dedicated", "x", "NoSchedule")
     nodes = [
-        mk_node("node-a", zone="zone1"),
-        mk_node("node-b", zone="zone2"),
-        mk_node("node-c", zone="zone3", taints=[taint]),
+        builders.node("node-a", hostname=True, zone="zone1"),
+        builders.node("node-b", hostname=True, zone="zone2"),
+        builders.node("node-c", hostname=True, zone="zone3", taints=[taint]),
     ]
-    table = build_table(nodes, foo_pods({"node-a": 1, "node-b": 1}))
+    table = builders.table_of(nodes, foo_pods({"node-a": 1, "node-b": 1}))
     # Ignore (default): zone3 (empty, tainted) is a domain -> min 0, zones 1/2 fail.
     assert run_filter(incoming(tsc(ZONE)), table) == {
         "node-a": False,
@@ -362,20 +365,23 @@ def test_node_taints_policy() -> None:
 
 def test_prefer_no_schedule_taints_do_not_exclude_under_honor() -> None:
     soft = models.Taint("soft", "", "PreferNoSchedule")
-    nodes = [mk_node("node-a", zone="z1"), mk_node("node-b", zone="z2", taints=[soft])]
-    table = build_table(nodes, foo_pods({"node-a": 1}))
+    nodes = [
+        builders.node("node-a", hostname=True, zone="z1"),
+        builders.node("node-b", hostname=True, zone="z2", taints=[soft]),
+    ]
+    table = builders.table_of(nodes, foo_pods({"node-a": 1}))
     got = run_filter(incoming(tsc(ZONE, node_taints_policy="Honor")), table)
     assert got == {"node-a": False, "node-b": True}
 
 
 def test_filter_without_prefilter_state_computes_it() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     mask = PodTopologySpread().filter(framework.CycleState(), incoming(tsc(HOSTNAME)), table)
     assert mask.tolist() == [False, False, True, False]
 
 
 def test_index_follows_pod_removal_and_node_removal() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-y": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-y": 1}))
     pod = incoming(tsc(HOSTNAME))
     assert run_filter(pod, table)["node-a"] is False
     table.remove_pod("node-a", "uid-default-node-a-0")
@@ -392,15 +398,15 @@ def test_index_follows_pod_removal_and_node_removal() -> None:
 
 def test_default_constraints_list_with_do_not_schedule() -> None:
     owner = models.OwnerRef(kind="ReplicaSet", name="rs", uid="rs-1", controller=True)
-    pods = [mk_pod(f"r{i}", node="node-a", owner=owner) for i in range(2)]
-    table = build_table(four_nodes(), pods)
+    pods = [builders.pod(f"r{i}", node="node-a", owner=owner) for i in range(2)]
+    table = builders.table_of(four_nodes(), pods)
     args = {
         "defaultingType": "List",
         "defaultConstraints": [
             {"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule"}
         ],
     }
-    pod = mk_pod("p", owner=owner)
+    pod = builders.pod("p", owner=owner)
     assert run_filter(pod, table, args) == {
         "node-a": False,
         "node-b": True,
@@ -408,7 +414,7 @@ def test_default_constraints_list_with_do_not_schedule() -> None:
         "node-y": True,
     }
     # No owner: no selector can be derived, so no default constraints.
-    assert all(run_filter(mk_pod("q"), table, args).values())
+    assert all(run_filter(builders.pod("q"), table, args).values())
 
 
 def test_args_validation() -> None:
@@ -436,7 +442,7 @@ def test_args_validation() -> None:
 
 # ---- Score ---------------------------------------------------------------------------------
 def test_score_hostname_constraint_all_candidates() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     pod = incoming(tsc(HOSTNAME, hard=False))
     # weight ln(4+2) = 1.792; raw round(count*w): a 4, b 2, x 0, y 5.
     # normalised 100*(5+0-s)/5: a 20, b 60, x 100, y 0.
@@ -444,7 +450,7 @@ def test_score_hostname_constraint_all_candidates() -> None:
 
 
 def test_score_zone_constraint_counts_pods_on_non_candidate_nodes() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 1, "node-b": 2, "node-x": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 1, "node-b": 2, "node-x": 1}))
     pod = incoming(tsc(ZONE, hard=False))
     # Candidates node-a and node-x only: zone1 = 3 (node-b counts), zone2 = 1.
     # 2 zones: w = ln 4 = 1.386; raw a round(4.159) = 4, x round(1.386) = 1.
@@ -453,21 +459,21 @@ def test_score_zone_constraint_counts_pods_on_non_candidate_nodes() -> None:
 
 
 def test_score_max_skew_softens_differences() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 1}))
     pod = incoming(tsc(HOSTNAME, 3, hard=False))
     # w = ln 6; raw: a round(1.79 + 2) = 4, others 2. 100*(4+2-s)/4: a 50, others 100.
     assert run_score(pod, table) == {"node-a": 50, "node-b": 100, "node-x": 100, "node-y": 100}
 
 
 def test_score_all_zero_gives_max_to_everyone() -> None:
-    table = build_table(four_nodes())
+    table = builders.table_of(four_nodes())
     pod = incoming(tsc(HOSTNAME, hard=False))
     assert run_score(pod, table) == {n: 100 for n in ("node-a", "node-b", "node-x", "node-y")}
 
 
 def test_score_nodes_missing_a_key_get_zero() -> None:
-    nodes = [*four_nodes(), mk_node("node-z")]
-    table = build_table(nodes, foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
+    nodes = [*four_nodes(), builders.node("node-z", hostname=True)]
+    table = builders.table_of(nodes, foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     pod = incoming(tsc(ZONE, hard=False), tsc(HOSTNAME, hard=False))
     got = run_score(pod, table)
     assert got is not None
@@ -479,29 +485,29 @@ def test_score_nodes_missing_a_key_get_zero() -> None:
 
 
 def test_score_ordering_prefers_emptier_domains() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 5, "node-b": 5, "node-x": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 5, "node-b": 5, "node-x": 1}))
     got = run_score(incoming(tsc(ZONE, hard=False)), table)
     assert got is not None
     assert got["node-x"] == got["node-y"] > got["node-a"] == got["node-b"]
 
 
 def test_score_skip_without_soft_constraints() -> None:
-    table = build_table(four_nodes(), foo_pods({"node-a": 1}))
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 1}))
     assert run_score(incoming(tsc(ZONE)), table) is None
-    assert run_score(mk_pod("bare"), table) is None
+    assert run_score(builders.pod("bare"), table) is None
 
 
 def test_system_defaults_spread_pods_of_the_same_replicaset() -> None:
     owner = models.OwnerRef(kind="ReplicaSet", name="rs", uid="rs-1", controller=True)
     other = models.OwnerRef(kind="ReplicaSet", name="rs2", uid="rs-2", controller=True)
     pods = [
-        mk_pod("r0", node="node-a", owner=owner),
-        mk_pod("r1", node="node-a", owner=owner),
-        mk_pod("o0", node="node-x", owner=other),
-        mk_pod("o1", node="node-x", owner=other),
+        builders.pod("r0", node="node-a", owner=owner),
+        builders.pod("r1", node="node-a", owner=owner),
+        builders.pod("o0", node="node-x", owner=other),
+        builders.pod("o1", node="node-x", owner=other),
     ]
-    table = build_table(four_nodes(), pods)
-    got = run_score(mk_pod("p", owner=owner), table)
+    table = builders.table_of(four_nodes(), pods)
+    got = run_score(builders.pod("p", owner=owner), table)
     assert got is not None
     # hostname (maxSkew 3, w ln6): a 2*1.79+2 = 5.58 -> 6, others 2;
     # zone (maxSkew 5, w ln4): zone1 2*1.386+4 = 6.77, zone2 4.
@@ -509,14 +515,14 @@ def test_system_defaults_spread_pods_of_the_same_replicaset() -> None:
     # 100*(12+6-s)/12: a 50, b 75, x 100, y 100.
     assert got == {"node-a": 50, "node-b": 75, "node-x": 100, "node-y": 100}
     # A pod with no owner gets no system defaults.
-    assert run_score(mk_pod("q"), table) is None
+    assert run_score(builders.pod("q"), table) is None
 
 
 def test_system_defaults_do_not_require_the_zone_label() -> None:
     owner = models.OwnerRef(kind="StatefulSet", name="ss", uid="ss-1", controller=True)
-    nodes = [mk_node("n1"), mk_node("n2")]
-    table = build_table(nodes, [mk_pod("s0", node="n1", owner=owner)])
-    got = run_score(mk_pod("p", owner=owner), table)
+    nodes = [builders.node("n1", hostname=True), builders.node("n2", hostname=True)]
+    table = builders.table_of(nodes, [builders.pod("s0", node="n1", owner=owner)])
+    got = run_score(builders.pod("p", owner=owner), table)
     # No zone labels: hostname spreading still applies (n1 has one pod, n2 none).
     assert got is not None
     assert got["n2"] == 100 and got["n1"] < 100
@@ -604,7 +610,7 @@ def spread_pods(draw: Any) -> models.Pod:
                 match_label_keys=draw(st.sampled_from(((), ("rev",)))),
             )
         )
-    return mk_pod(
+    return builders.pod(
         "incoming",
         labels=random_labels(draw),
         node_selector={"disk": "ssd"} if draw(st.booleans()) else {},
@@ -621,19 +627,19 @@ def test_filter_matches_plain_reference(
     cluster: tuple[list[models.Node], list[models.Pod]], pod: models.Pod
 ) -> None:
     nodes, pods = cluster
-    table = build_table(nodes, pods)
+    table = builders.table_of(nodes, pods)
     add_remove_churn(table, pods)
     assert run_filter(pod, table) == reference_spread_filter(pod, nodes, pods)
 
 
 def test_pod_group_index_tracks_updates_of_the_same_pod() -> None:
-    table = build_table(four_nodes(), [mk_pod("a", node="node-a", labels={"foo": ""})])
+    table = builders.table_of(four_nodes(), [builders.pod("a", node="node-a", labels={"foo": ""})])
     # Re-adding the pod with new labels (an update) moves it to another group.
-    table.add_pod("node-a", mk_pod("a", labels={"bar": ""}))
+    table.add_pod("node-a", builders.pod("a", labels={"bar": ""}))
     groups = {tuple(sorted(g.labels)): dict(g.on_node) for g in table.pod_groups.values()}
     assert groups == {("bar",): {"node-a": 1}}
-    table.add_pod("node-b", mk_pod("b", labels={"bar": ""}))
-    table.add_pod("node-b", mk_pod("c", labels={"bar": ""}))
+    table.add_pod("node-b", builders.pod("b", labels={"bar": ""}))
+    table.add_pod("node-b", builders.pod("c", labels={"bar": ""}))
     (group,) = table.pod_groups.values()
     assert group.on_node == {"node-a": 1, "node-b": 2}
     table.remove_node("node-b")

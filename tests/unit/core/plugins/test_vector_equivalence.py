@@ -257,7 +257,7 @@ def test_filters_match_per_node_reference(
     cluster: tuple[list[models.Node], dict[str, list[models.Pod]]], candidate: models.Pod
 ) -> None:
     nodes, placed = cluster
-    table = table_of(nodes, placed)
+    table = table_of(nodes, assigned=placed)
     rows = [table.row_of[nd.name] for nd in nodes]
 
     def by_row(expected: list[bool]) -> list[bool]:
