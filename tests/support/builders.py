@@ -10,13 +10,15 @@ so a test can name a pod's uid without holding the pod; unnamed pods get a fresh
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-from splitsched.core import framework, models
+from splitsched.core import algorithm, framework, models, profiles
+from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 
 GI = 1024**3
@@ -85,17 +87,18 @@ def pod(
     name: str = "",
     *,
     namespace: str = "default",
+    uid: str = "",
     node: str = "",
     labels: Mapping[str, str] | None = None,
     containers: Iterable[models.Container] = (),
     init_containers: Iterable[models.Container] = (),
     **fields: Any,
 ) -> models.Pod:
-    """A pod (uid ``uid-<namespace>-<name>``) bound to `node` when one is given; any other
-    `models.Pod` field by keyword."""
+    """A pod (uid ``uid-<namespace>-<name>`` unless given) bound to `node` when one is given;
+    any other `models.Pod` field by keyword."""
     name = name or f"pod-{next(_unnamed)}"
     return models.Pod(
-        uid=f"uid-{namespace}-{name}",
+        uid=uid or f"uid-{namespace}-{name}",
         namespace=namespace,
         name=name,
         labels=dict(labels or {}),
@@ -123,6 +126,37 @@ def selector(**match_labels: str) -> models.LabelSelector:
 def exists(key: str) -> models.LabelSelector:
     return models.LabelSelector(
         match_expressions=(models.LabelSelectorRequirement(key=key, operator="Exists"),)
+    )
+
+
+def cpu_node(name: str, cpu: int = 4000) -> models.Node:
+    """A node allocating only CPU (millicores) and 110 pods: the preemption tests' node."""
+    return node(name, cpu=cpu)
+
+
+def cpu_pod(
+    name: str,
+    cpu: int,
+    *,
+    priority: int = 0,
+    node: str = "",
+    labels: Mapping[str, str] | None = None,
+    started: float = 0.0,
+    policy: str = "PreemptLowerPriority",
+) -> models.Pod:
+    """A splitsched pod in namespace "d" requesting only CPU, its uid its name: the preemption
+    tests' pod (`started` is its creation time, `policy` its preemptionPolicy)."""
+    return pod(
+        name,
+        namespace="d",
+        uid=name,
+        node=node,
+        labels=labels,
+        containers=[container({models.CPU: cpu})],
+        scheduler_name="splitsched",
+        priority=priority,
+        preemption_policy=policy,
+        creation_timestamp=started,
     )
 
 
@@ -172,6 +206,21 @@ def add_remove_churn(table: NodeTable, pods: Sequence[models.Pod]) -> None:
         table.remove_pod(p.node_name, p.uid)
     for p in pods[::2]:
         table.add_pod(p.node_name, p)
+
+
+def algorithm_over(
+    nodes: Iterable[models.Node], bound: Iterable[models.Pod] = ()
+) -> algorithm.FrameworkAlgorithm:
+    """The default profiles' algorithm over a cache holding `nodes` and the `bound` pods
+    (each on its node_name), with a seeded random source."""
+    cache = SchedulerCache()
+    for nd in nodes:
+        cache.add_node(nd)
+    for p in bound:
+        cache.add_pod(p)
+    return algorithm.FrameworkAlgorithm(
+        cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(0)
+    )
 
 
 # ---- random small clusters for the property tests ---------------------------------------------

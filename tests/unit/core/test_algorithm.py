@@ -13,7 +13,7 @@ import pytest
 
 from splitsched.core import algorithm, batch, models, profiles
 from splitsched.core.cache import SchedulerCache
-from tests.unit.core import test_preemption as base
+from tests.support.builders import algorithm_over, cpu_node, cpu_pod
 
 GI = 1024**3
 
@@ -185,10 +185,10 @@ def test_bad_profiles_are_rejected_with_the_field(bad: dict[str, object]) -> Non
 def test_wait_names_the_plugin_that_rejected_each_node() -> None:
     """PodStatus.last_failures shows these: the first filter that rejected each node, and
     the NominatedPods pseudo-plugin for a room held for a nominee."""
-    algo = base.make([base.node("a"), base.node("small", cpu=1000)], [])
-    held = replace(base.pod("held", 3000, priority=100), nominated_node_name="a")
+    algo = algorithm_over([cpu_node("a"), cpu_node("small", cpu=1000)], [])
+    held = replace(cpu_pod("held", 3000, priority=100), nominated_node_name="a")
     algo.nominator.add(held, "a")
-    result = algo.schedule(base.pod("web", 2000, priority=10))
+    result = algo.schedule(cpu_pod("web", 2000, priority=10))
     assert result.wait is not None, result
     assert dict(result.wait.failed_node_plugins) == {
         "a": algorithm.NOMINATED_PODS,

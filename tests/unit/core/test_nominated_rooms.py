@@ -14,18 +14,17 @@ import pytest
 
 from splitsched.core import algorithm, framework, models
 from splitsched.core.nominator import Nominator
-from tests.unit.core import test_preemption as base
-from tests.unit.core.test_preemption import node
+from tests.support.builders import algorithm_over, cpu_node, cpu_pod
 
 
 def pod(name: str, cpu: int, *, nominated: str = "", **kw: object) -> models.Pod:
-    return replace(base.pod(name, cpu, **kw), nominated_node_name=nominated)  # type: ignore[arg-type]
+    return replace(cpu_pod(name, cpu, **kw), nominated_node_name=nominated)  # type: ignore[arg-type]
 
 
 def make(
     nodes: list[models.Node], bound: list[models.Pod], nominated: list[models.Pod]
 ) -> algorithm.FrameworkAlgorithm:
-    algo = base.make(nodes, bound)
+    algo = algorithm_over(nodes, bound)
     for p in nominated:
         algo.nominator.add(p, p.nominated_node_name)
     return algo
@@ -34,7 +33,7 @@ def make(
 @pytest.mark.parametrize("priority", [10, 100])
 def test_lower_or_equal_priority_pod_does_not_take_the_room(priority: int) -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a")], [], [held])
+    algo = make([cpu_node("a")], [], [held])
     before = algo.table.requested.copy()
     result = algo.schedule(pod("small", 2000, priority=priority))
     assert result.wait is not None, result
@@ -48,7 +47,7 @@ def test_lower_or_equal_priority_pod_does_not_take_the_room(priority: int) -> No
 
 def test_lower_priority_pod_goes_elsewhere_and_fits_beside_the_nominee() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a"), node("b", cpu=2500)], [], [held])
+    algo = make([cpu_node("a"), cpu_node("b", cpu=2500)], [], [held])
     placed = algo.schedule(pod("small", 2000, priority=1))
     assert placed.bind is not None and placed.bind.node == "b"
     beside = algo.schedule(pod("tiny", 1000, priority=1, node=""), suggested_nodes=["a"])
@@ -57,21 +56,21 @@ def test_lower_priority_pod_goes_elsewhere_and_fits_beside_the_nominee() -> None
 
 def test_higher_priority_pod_may_take_the_room() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a")], [], [held])
+    algo = make([cpu_node("a")], [], [held])
     result = algo.schedule(pod("vip", 2000, priority=101))
     assert result.bind is not None and result.bind.node == "a"
 
 
 def test_the_nominee_itself_is_not_kept_out_of_its_room() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a")], [], [held])
+    algo = make([cpu_node("a")], [], [held])
     result = algo.schedule(held)
     assert result.bind is not None and result.bind.node == "a"
 
 
 def test_a_nominee_the_cache_already_counts_is_not_counted_twice() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a")], [], [held])
+    algo = make([cpu_node("a")], [], [held])
     algo.cache.assume(held, "a")  # our own preemption holds it assumed
     result = algo.schedule(pod("tiny", 1000, priority=1))
     assert result.bind is not None and result.bind.node == "a"
@@ -80,7 +79,7 @@ def test_a_nominee_the_cache_already_counts_is_not_counted_twice() -> None:
 
 def test_room_comes_back_when_the_nomination_goes() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a")], [], [held])
+    algo = make([cpu_node("a")], [], [held])
     assert algo.schedule(pod("small", 2000)).wait is not None
     assert algo.nominator.remove("held") == "a"
     result = algo.schedule(pod("small", 2000))
@@ -95,7 +94,7 @@ def test_preemption_keeps_the_room_for_the_nominee() -> None:
         pod("filler-a", 3000, priority=0, node="a"),
         pod("filler-b", 3500, priority=1, node="b"),
     ]
-    algo = make([node("a"), node("b")], bound, [held])
+    algo = make([cpu_node("a"), cpu_node("b")], bound, [held])
     before = algo.table.requested.copy()
     result = algo.schedule(pod("mid", 3000, priority=50))
     assert result.preempt is not None
@@ -115,7 +114,7 @@ def test_several_nominees_on_one_node_count_together() -> None:
         pod("h2", 1500, priority=50, nominated="a"),
         pod("low", 1000, priority=1, nominated="a"),  # lower than the pod: not counted
     ]
-    algo = make([node("a")], [], nominees)
+    algo = make([cpu_node("a")], [], nominees)
     assert algo.schedule(pod("p", 1000, priority=50)).bind is not None  # 3000 + 1000
     assert algo.schedule(pod("p", 1001, priority=50)).wait is not None
     only_h1 = algo.schedule(pod("p", 2500, priority=51))  # h2 is below 51: 1500 + 2500
@@ -136,7 +135,7 @@ def test_nominator_bookkeeping() -> None:
 
 def test_explain_names_the_rooms_held_for_nominees() -> None:
     held = pod("held", 3000, priority=100, nominated="a")
-    algo = make([node("a"), node("b", cpu=1000)], [], [held])
+    algo = make([cpu_node("a"), cpu_node("b", cpu=1000)], [], [held])
     before = algo.table.requested.copy()
     why = algo.explain(pod("small", 2000, priority=5))
     assert why.feasible.size == 0
@@ -164,7 +163,7 @@ def test_resource_shortcut_agrees_with_the_full_what_if(monkeypatch: pytest.Monk
             for i in range(6)
         ]
         bound = [
-            base.pod(f"b{case}-{i}", rng.randrange(0, 3000), node=f"n{i % 6}") for i in range(4)
+            cpu_pod(f"b{case}-{i}", rng.randrange(0, 3000), node=f"n{i % 6}") for i in range(4)
         ]
         nominees = []
         for i in range(rng.randrange(1, 8)):

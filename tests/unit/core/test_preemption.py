@@ -3,59 +3,24 @@ left exactly as it was."""
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import SchedulerCache
-
-
-def node(name: str, cpu: int = 4000) -> models.Node:
-    return models.Node(name=name, allocatable={models.CPU: cpu, models.PODS: 110})
-
-
-def pod(
-    name: str, cpu: int, *, priority: int = 0, node: str = "", labels: dict[str, str] | None = None,
-    started: float = 0.0, policy: str = "PreemptLowerPriority",
-) -> models.Pod:  # fmt: skip
-    return models.Pod(
-        uid=name,
-        namespace="d",
-        name=name,
-        scheduler_name="splitsched",
-        node_name=node,
-        priority=priority,
-        preemption_policy=policy,
-        labels=labels or {},
-        creation_timestamp=started,
-        containers=(models.Container("c", {models.CPU: cpu}),),
-    )
-
-
-def make(nodes: list[models.Node], bound: list[models.Pod]) -> algorithm.FrameworkAlgorithm:
-    cache = SchedulerCache()
-    for n in nodes:
-        cache.add_node(n)
-    for p in bound:
-        cache.add_pod(p)
-    return algorithm.FrameworkAlgorithm(
-        cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(0)
-    )
+from splitsched.core import models
+from tests.support.builders import algorithm_over, cpu_node, cpu_pod
 
 
 def test_preempts_lowest_priority_victims_on_the_best_node() -> None:
-    algo = make(
-        [node("a"), node("b")],
+    algo = algorithm_over(
+        [cpu_node("a"), cpu_node("b")],
         [
-            pod("a-low", 3000, priority=1, node="a"),
-            pod("a-mid", 1000, priority=5, node="a"),
-            pod("b-mid", 3000, priority=5, node="b"),
-            pod("b-mid2", 1000, priority=5, node="b"),
+            cpu_pod("a-low", 3000, priority=1, node="a"),
+            cpu_pod("a-mid", 1000, priority=5, node="a"),
+            cpu_pod("b-mid", 3000, priority=5, node="b"),
+            cpu_pod("b-mid2", 1000, priority=5, node="b"),
         ],
     )
     before = algo.table.requested.copy()
-    result = algo.schedule(pod("vip", 2000, priority=10))
+    result = algo.schedule(cpu_pod("vip", 2000, priority=10))
     assert result.preempt is not None
     assert result.preempt.node == "a"  # its highest victim has priority 1, b's has 5
     assert [v.name for v in result.preempt.victims] == ["a-low"]  # a-mid is reprieved
@@ -64,21 +29,21 @@ def test_preempts_lowest_priority_victims_on_the_best_node() -> None:
 
 
 def test_minimal_victim_set_reprieves_what_it_can() -> None:
-    algo = make(
-        [node("a")],
-        [pod(f"p{i}", 1000, priority=i, node="a") for i in range(4)],
+    algo = algorithm_over(
+        [cpu_node("a")],
+        [cpu_pod(f"p{i}", 1000, priority=i, node="a") for i in range(4)],
     )
-    result = algo.schedule(pod("vip", 2000, priority=10))
+    result = algo.schedule(cpu_pod("vip", 2000, priority=10))
     assert result.preempt is not None
     assert sorted(v.name for v in result.preempt.victims) == ["p0", "p1"]
 
 
 def test_pdb_steers_the_choice() -> None:
-    algo = make(
-        [node("a"), node("b")],
+    algo = algorithm_over(
+        [cpu_node("a"), cpu_node("b")],
         [
-            pod("a-low", 3000, priority=1, node="a", labels={"app": "db"}),
-            pod("b-low", 3000, priority=2, node="b", labels={"app": "web"}),
+            cpu_pod("a-low", 3000, priority=1, node="a", labels={"app": "db"}),
+            cpu_pod("b-low", 3000, priority=2, node="b", labels={"app": "web"}),
         ],
     )
     algo.cache.set_pdb(
@@ -86,16 +51,16 @@ def test_pdb_steers_the_choice() -> None:
             "d", "db", models.LabelSelector(match_labels=(("app", "db"),)), disruptions_allowed=0
         )
     )
-    result = algo.schedule(pod("vip", 2000, priority=10))
+    result = algo.schedule(cpu_pod("vip", 2000, priority=10))
     assert result.preempt is not None
     assert result.preempt.node == "b"  # evicting a-low would violate its PDB
 
 
 def test_never_policy_and_equal_priority_do_not_preempt() -> None:
-    algo = make([node("a")], [pod("low", 3000, priority=1, node="a")])
-    never = algo.schedule(pod("vip", 2000, priority=10, policy="Never"))
+    algo = algorithm_over([cpu_node("a")], [cpu_pod("low", 3000, priority=1, node="a")])
+    never = algo.schedule(cpu_pod("vip", 2000, priority=10, policy="Never"))
     assert never.wait is not None and never.preempt is None
-    peer = algo.schedule(pod("peer", 2000, priority=1))
+    peer = algo.schedule(cpu_pod("peer", 2000, priority=1))
     assert peer.wait is not None and peer.preempt is None
 
 
@@ -103,18 +68,18 @@ def test_unresolvable_rejections_are_not_candidates() -> None:
     cordoned = models.Node(
         name="c", allocatable={models.CPU: 4000, models.PODS: 110}, unschedulable=True
     )
-    algo = make([cordoned], [pod("low", 3000, priority=1, node="c")])
-    result = algo.schedule(pod("vip", 2000, priority=10))
+    algo = algorithm_over([cordoned], [cpu_pod("low", 3000, priority=1, node="c")])
+    result = algo.schedule(cpu_pod("vip", 2000, priority=10))
     assert result.wait is not None and result.preempt is None
 
 
 def test_latest_started_victims_are_preferred_on_ties() -> None:
-    algo = make(
-        [node("a"), node("b")],
+    algo = algorithm_over(
+        [cpu_node("a"), cpu_node("b")],
         [
-            pod("old", 3000, priority=1, node="a", started=100.0),
-            pod("new", 3000, priority=1, node="b", started=200.0),
+            cpu_pod("old", 3000, priority=1, node="a", started=100.0),
+            cpu_pod("new", 3000, priority=1, node="b", started=200.0),
         ],
     )
-    result = algo.schedule(pod("vip", 2000, priority=10))
+    result = algo.schedule(cpu_pod("vip", 2000, priority=10))
     assert result.preempt is not None and result.preempt.node == "b"
