@@ -1,14 +1,18 @@
-"""Builders for the objects tests feed the core: nodes, pods, node tables, and random small
+"""Builders for the objects tests feed the core and the services: nodes, pods, node tables,
+an algorithm over a cache, a scheduler state, watcher ring entries, and random small
 clusters for hypothesis.
 
 One vocabulary for every unit test: `node` and `pod` take keyword arguments for what a test
 cares about and default the rest the way an empty manifest would (a node allocates 110 pods
 and nothing else; a pod requests nothing). Named pods get the uid ``uid-<namespace>-<name>``,
 so a test can name a pod's uid without holding the pod; unnamed pods get a fresh name.
+Presets a family of tests shares (`cpu_node`/`cpu_pod` for preemption, `small_node`/
+`splitsched_pod` for the scheduler's state machine) are built from the same two.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,9 +21,14 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from services.scheduler.state import SchedulerState
+from services.watcher import ring
+from splitsched import wire
 from splitsched.core import algorithm, framework, models, profiles
 from splitsched.core.cache import SchedulerCache
+from splitsched.core.clock import FakeClock
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.queue import SchedulingQueue
 
 GI = 1024**3
 MI = 1024**2
@@ -160,6 +169,32 @@ def cpu_pod(
     )
 
 
+def small_node(name: str, cpu: int = 1000) -> models.Node:
+    """1 CPU (or `cpu` millicores), 4 GiB and 10 pods: the scheduler state tests' node."""
+    return node(name, cpu=cpu, memory=4 * GI, pods=10)
+
+
+def splitsched_pod(
+    name: str, cpu: int = 600, *, namespace: str = "ns", node_name: str = "", **fields: Any
+) -> models.Pod:
+    """A pod for the splitsched scheduler requesting `cpu` millicores, its uid ``uid-<name>``:
+    the scheduler state tests' pod."""
+    return pod(
+        name,
+        namespace=namespace,
+        uid=f"uid-{name}",
+        node=node_name,
+        containers=[container({models.CPU: cpu})],
+        scheduler_name="splitsched",
+        **fields,
+    )
+
+
+def gang_pod(name: str, *, cpu: int = 400, size: int = 3) -> models.Pod:
+    """A `splitsched_pod` of the gang "g", which needs `size` members."""
+    return dataclasses.replace(splitsched_pod(name, cpu=cpu), group=models.PodGroupRef("g", size))
+
+
 # ---- node tables ------------------------------------------------------------------------------
 
 Assigned = Mapping[str, Iterable[models.Pod]] | None
@@ -220,6 +255,58 @@ def algorithm_over(
         cache.add_pod(p)
     return algorithm.FrameworkAlgorithm(
         cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(0)
+    )
+
+
+def scheduler_state(
+    clock: FakeClock, *, nodes: Iterable[models.Node] = (), **options: Any
+) -> SchedulerState:
+    """A synced SchedulerState (scheduler id "s") over the default profiles with a seeded
+    random source, holding `nodes`; `options` go to SchedulerState (bind_timeout...)."""
+    algo = algorithm.FrameworkAlgorithm(
+        cache=SchedulerCache(clock=clock),
+        profiles=profiles.load_profiles(None),
+        rng=random.Random(0),
+    )
+    state = SchedulerState(
+        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s", **options
+    )
+    for nd in nodes:
+        state.apply_node("ADDED", nd)
+    state.mark_synced()
+    return state
+
+
+# ---- watcher ring entries -----------------------------------------------------------------------
+
+RING_NOW = 1_700_000_000.0
+
+
+def node_entry(name: str, rv: str) -> ring.Entry:
+    """A watcher ring entry for a 4-CPU node at resource version `rv`."""
+    nd = models.Node(name=name, uid=f"uid-{name}", resource_version=rv,
+                     allocatable={"cpu": 4000, "pods": 110})  # fmt: skip
+    return ring.Entry(
+        kind=ring.NODE,
+        key=name,
+        uid=nd.uid,
+        resource_version=rv,
+        body=ring.encode_body(wire.node_to_proto(nd), observed_at=RING_NOW),
+    )
+
+
+def pod_entry(name: str, rv: str, *, node: str = "", scheduler: str = "splitsched") -> ring.Entry:
+    """A watcher ring entry for a pod in namespace "ns", bound to `node` when given."""
+    p = models.Pod(uid=f"uid-{name}", namespace="ns", name=name, resource_version=rv,
+                   node_name=node, scheduler_name=scheduler)  # fmt: skip
+    return ring.Entry(
+        kind=ring.POD,
+        key=p.key,
+        uid=p.uid,
+        resource_version=rv,
+        body=ring.encode_body(wire.pod_to_proto(p), observed_at=RING_NOW),
+        scheduler_name=scheduler,
+        assigned=bool(node),
     )
 
 

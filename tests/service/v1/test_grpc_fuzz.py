@@ -47,8 +47,8 @@ from splitsched.runtime import grpcsrv
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2, watcher_pb2
 from tests.service.binder import test_binder as binder_support
 from tests.service.scheduler import test_api as api_support
-from tests.service.watcher import test_stream as watcher_support
 from tests.support import protofuzz
+from tests.support.builders import node_entry, pod_entry
 
 T = TypeVar("T")
 Code = grpc.StatusCode
@@ -172,9 +172,9 @@ def scheduler_state() -> SchedulerState:
 @contextlib.asynccontextmanager
 async def watcher_serving() -> AsyncIterator[tuple[ring.ClusterHub, int]]:
     hub = ring.ClusterHub(ring_size=100, first_sequence=1)
-    hub.upsert(watcher_support.node_entry("n1", "10"))
-    hub.upsert(watcher_support.pod_entry("p1", "11", node="n1"))
-    hub.upsert(watcher_support.pod_entry("p2", "12"))
+    hub.upsert(node_entry("n1", "10"))
+    hub.upsert(pod_entry("p1", "11", node="n1"))
+    hub.upsert(pod_entry("p2", "12"))
     hub.mark_synced()
     service = watcher_server.WatcherService(hub)
     srv = await grpcsrv.serve(

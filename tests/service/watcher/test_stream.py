@@ -21,35 +21,10 @@ from splitsched import wire
 from splitsched.core import models
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
+from tests.support.builders import RING_NOW, node_entry, pod_entry
 
 E = watcher_pb2.ClusterEvent
-NOW = 1_700_000_000.0
-
-
-def node_entry(name: str, rv: str) -> ring.Entry:
-    node = models.Node(name=name, uid=f"uid-{name}", resource_version=rv,
-                       allocatable={"cpu": 4000, "pods": 110})  # fmt: skip
-    return ring.Entry(
-        kind=ring.NODE,
-        key=name,
-        uid=node.uid,
-        resource_version=rv,
-        body=ring.encode_body(wire.node_to_proto(node), observed_at=NOW),
-    )
-
-
-def pod_entry(name: str, rv: str, *, node: str = "", scheduler: str = "splitsched") -> ring.Entry:
-    pod = models.Pod(uid=f"uid-{name}", namespace="ns", name=name, resource_version=rv,
-                     node_name=node, scheduler_name=scheduler)  # fmt: skip
-    return ring.Entry(
-        kind=ring.POD,
-        key=pod.key,
-        uid=pod.uid,
-        resource_version=rv,
-        body=ring.encode_body(wire.pod_to_proto(pod), observed_at=NOW),
-        scheduler_name=scheduler,
-        assigned=bool(node),
-    )
+NOW = RING_NOW  # when the ring's entries were observed
 
 
 def describe(ev: watcher_pb2.ClusterEvent) -> tuple[str, str, str]:

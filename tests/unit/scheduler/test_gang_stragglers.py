@@ -10,9 +10,8 @@ from dataclasses import replace
 
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from splitsched.core.clock import FakeClock
-from tests.unit.scheduler.test_state import clock, gang_pod, node, state
-
-__all__ = ["clock", "state"]  # fixtures
+from tests.support.builders import gang_pod
+from tests.support.builders import small_node as node
 
 
 def test_a_requeued_member_of_a_bound_gang_is_placed_alone(

@@ -7,20 +7,19 @@ fake clock: watch events in, decisions out."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from splitsched.core import models
 from splitsched.core.clock import FakeClock
-from tests.unit.scheduler import test_state as base
-from tests.unit.scheduler.test_state import clock, node, state
-
-__all__ = ["clock", "state"]  # fixtures shared with the state machine's tests
+from tests.support.builders import small_node as node
+from tests.support.builders import splitsched_pod
 
 
-def pod(name: str, cpu: int = 600, *, priority: int = 100, **kw: object) -> models.Pod:
-    return base.pod(name, cpu, priority=priority, **kw)
+def pod(name: str, cpu: int = 600, *, priority: int = 100, **kw: Any) -> models.Pod:
+    return splitsched_pod(name, cpu, priority=priority, **kw)
 
 
 def restarted_view(state: SchedulerState) -> models.Pod:

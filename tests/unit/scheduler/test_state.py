@@ -3,58 +3,14 @@ in, decisions out, outcomes back. No gRPC, no API server."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
-import pytest
-
 from services.scheduler.state import Decision, Outcome, Phase, SchedulerState, Unschedulable
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import PodState, SchedulerCache
+from splitsched.core.cache import PodState
 from splitsched.core.clock import FakeClock
-from splitsched.core.queue import SchedulingQueue
-
-GI = 1024**3
-
-
-def node(name: str, cpu: int = 1000) -> models.Node:
-    return models.Node(
-        name=name, allocatable={models.CPU: cpu, models.MEMORY: 4 * GI, models.PODS: 10}
-    )
-
-
-def pod(name: str, cpu: int = 600, **kw: object) -> models.Pod:
-    return models.Pod(
-        uid=f"uid-{name}",
-        namespace="ns",
-        name=name,
-        scheduler_name="splitsched",
-        containers=(models.Container("c", {models.CPU: cpu}),),
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(100.0)
-
-
-@pytest.fixture
-def state(clock: FakeClock) -> SchedulerState:
-    algo = algorithm.FrameworkAlgorithm(
-        cache=SchedulerCache(clock=clock),
-        profiles=profiles.load_profiles(None),
-        rng=random.Random(0),
-    )
-    st = SchedulerState(
-        algo=algo,
-        queue=SchedulingQueue(clock=clock),
-        clock=clock,
-        scheduler_id="s",
-        bind_timeout=30,
-    )
-    st.mark_synced()
-    return st
+from tests.support.builders import gang_pod
+from tests.support.builders import small_node as node
+from tests.support.builders import splitsched_pod as pod
 
 
 def decide(state: SchedulerState) -> Decision:
@@ -226,10 +182,6 @@ def test_refused_eviction_releases_the_room_and_requeues(state: SchedulerState) 
     assert not state.cache.is_assumed("uid-vip")
     assert state.queue.place_of("uid-vip") == "backoff"
     assert state.victims_left == {}
-
-
-def gang_pod(name: str, *, cpu: int = 400, size: int = 3) -> models.Pod:
-    return replace(pod(name, cpu=cpu), group=models.PodGroupRef("g", size))
 
 
 def test_gang_waits_for_min_member_then_binds_all_at_once(state: SchedulerState) -> None:
