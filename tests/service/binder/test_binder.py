@@ -1,7 +1,8 @@
 """Service tests of the binder, in process: its gRPC server, worker pool and reporter against
 a fake Kubernetes API (an aiohttp server answering the Binding endpoint with scripted
 201/409/404/500/429/connection resets, and otherwise like the real one) and a fake
-``Scheduler`` gRPC servicer that collects the outcomes it is sent.
+``Scheduler`` gRPC servicer that collects the outcomes it is sent (the harness and fakes:
+``tests/support/binder.py``, ``tests/support/fakes/``).
 
 Each test runs its own event loop (``asyncio.run``), so no pytest asyncio plugin is needed.
 """
@@ -9,338 +10,32 @@ Each test runs its own event loop (``asyncio.run``), so no pytest asyncio plugin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import socket
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
 
-import grpc
-from aiohttp import web
-from google.protobuf.timestamp_pb2 import Timestamp
-
-from services.binder.kubeapi import KubeClient, KubeEndpoint, parse_retry_after
+from services.binder.kubeapi import parse_retry_after
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
-from services.binder.server import BinderServicer
-from services.binder.worker import BindingPool
-from splitsched.runtime import grpcsrv
 from splitsched.runtime.retry import backoff_delay
 from splitsched.v1 import (
     binder_pb2,
-    binder_pb2_grpc,
     scheduler_pb2,
     types_pb2,
 )
+from tests.support.binder import (
+    Harness,
+    add_pod,
+    bind_request,
+    deadline_in,
+    eventually,
+    free_port,
+    harness,
+    run,
+)
+from tests.support.fakes.kube import Scripted
+from tests.support.fakes.scheduler import FakeScheduler, start_scheduler
 
-T = TypeVar("T")
 Outcome = scheduler_pb2.BindingOutcome
-
-# -- fakes ---------------------------------------------------------------------------------
-
-
-@dataclass
-class FakePod:
-    uid: str
-    node: str = ""
-    deleting: bool = False
-
-
-@dataclass
-class Scripted:
-    """One scripted answer of the Binding endpoint: an HTTP status or a connection reset."""
-
-    status: int = 201
-    retry_after: str | None = None
-    reset: bool = False
-    message: str = ""
-    hold: asyncio.Event | None = None  # wait for this before answering
-
-
-@dataclass
-class FakeKube:
-    """The parts of kube-apiserver the binder uses, with a scriptable Binding endpoint."""
-
-    pods: dict[tuple[str, str], FakePod] = field(default_factory=dict)
-    script: dict[tuple[str, str], list[Scripted]] = field(default_factory=dict)
-    bindings: list[tuple[float, str, str, dict[str, Any]]] = field(default_factory=list)
-    events: list[dict[str, Any]] = field(default_factory=list)
-    patches: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
-    hold_all: asyncio.Event | None = None
-    holds: list[asyncio.Event] = field(default_factory=list)
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._bind)
-        app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", self._get_pod)
-        app.router.add_patch("/api/v1/namespaces/{ns}/pods/{name}/status", self._patch_status)
-        app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", self._event)
-        app.router.add_get("/readyz", self._readyz)
-        return app
-
-    @staticmethod
-    def _status(code: int, message: str, **extra: Any) -> web.Response:
-        body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
-                "code": code}  # fmt: skip
-        return web.json_response(body, status=code, **extra)
-
-    async def _readyz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def _bind(self, request: web.Request) -> web.StreamResponse:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        body = await request.json()
-        self.bindings.append((time.monotonic(), ns, name, body))
-        if self.hold_all is not None:
-            await self.hold_all.wait()
-        queue = self.script.get((ns, name))
-        if queue:
-            step = queue.pop(0)
-            if step.hold is not None:
-                self.holds.append(step.hold)
-                await step.hold.wait()
-            if step.reset:
-                assert request.transport is not None
-                request.transport.abort()
-                return web.Response(status=500)
-            if step.status != 0:
-                headers = {"Retry-After": step.retry_after} if step.retry_after else None
-                if step.status == 201:
-                    self._assign(ns, name, body)
-                    return web.json_response({"kind": "Status", "status": "Success"}, status=201)
-                return self._status(step.status, step.message or f"scripted {step.status}",
-                                    headers=headers)  # fmt: skip
-        pod = self.pods.get((ns, name))
-        if pod is None:
-            return self._status(404, f'pods "{name}" not found')
-        uid = body["metadata"].get("uid")
-        if uid and uid != pod.uid:
-            return self._status(
-                409, f"Operation cannot be fulfilled on pods/binding \"{name}\": "
-                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {pod.uid}",
-            )  # fmt: skip
-        if pod.node:
-            return self._status(409, f'pod {name} is already assigned to node "{pod.node}"')
-        self._assign(ns, name, body)
-        return web.json_response({"kind": "Status", "status": "Success", "code": 201}, status=201)
-
-    def _assign(self, ns: str, name: str, body: dict[str, Any]) -> None:
-        pod = self.pods.get((ns, name))
-        if pod is not None:
-            pod.node = body["target"]["name"]
-
-    async def _get_pod(self, request: web.Request) -> web.Response:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        pod = self.pods.get((ns, name))
-        if pod is None:
-            return self._status(404, f'pods "{name}" not found')
-        meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": pod.uid}
-        if pod.deleting:
-            meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-        return web.json_response(
-            {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": {"nodeName": pod.node}}
-        )
-
-    async def _patch_status(self, request: web.Request) -> web.Response:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        self.patches.append((ns, name, request.content_type, await request.json()))
-        return web.json_response({"kind": "Pod"})
-
-    async def _event(self, request: web.Request) -> web.Response:
-        event = await request.json()
-        self.events.append(event)
-        return web.json_response(event, status=201)
-
-    def binding_count(self, name: str) -> int:
-        return sum(1 for _, _, n, _ in self.bindings if n == name)
-
-
-class FakeScheduler:
-    """Collects reported outcomes (serves only ``Scheduler.ReportBindingOutcome``)."""
-
-    def __init__(self) -> None:
-        self.outcomes: list[Outcome] = []
-        self.requests = 0
-
-    async def ReportBindingOutcome(
-        self, request: scheduler_pb2.ReportBindingOutcomeRequest, context: Any
-    ) -> scheduler_pb2.ReportBindingOutcomeResponse:
-        self.requests += 1
-        self.outcomes.extend(request.outcomes)
-        return scheduler_pb2.ReportBindingOutcomeResponse(accepted=len(request.outcomes))
-
-    def for_decision(self, decision_id: str) -> list[Outcome]:
-        return [o for o in self.outcomes if o.decision_id == decision_id]
-
-
-async def start_scheduler(fake: FakeScheduler, *, port: int = 0) -> tuple[grpc.aio.Server, int]:
-    server = grpc.aio.server()
-    handler = grpc.unary_unary_rpc_method_handler(
-        fake.ReportBindingOutcome,
-        request_deserializer=scheduler_pb2.ReportBindingOutcomeRequest.FromString,
-        response_serializer=scheduler_pb2.ReportBindingOutcomeResponse.SerializeToString,
-    )
-    server.add_generic_rpc_handlers(
-        (
-            grpc.method_handlers_generic_handler(
-                "splitsched.v1.Scheduler", {"ReportBindingOutcome": handler}
-            ),
-        )
-    )
-    bound = server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    return server, bound
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-# -- harness -------------------------------------------------------------------------------
-
-
-@dataclass
-class Harness:
-    kube: FakeKube
-    scheduler: FakeScheduler
-    pool: BindingPool
-    reporter: OutcomeReporter
-    metrics: BinderMetrics
-    stub: binder_pb2_grpc.BinderAsyncStub
-    sleeps: list[float]
-    scheduler_port: int
-
-    async def outcome(self, decision_id: str, *, within: float = 10.0) -> Outcome:
-        found = await eventually(lambda: self.scheduler.for_decision(decision_id), within=within)
-        return found[0]
-
-    def attempts_metric(self, code: str) -> float:
-        value = self.metrics.registry.get_sample_value(
-            "splitsched_binder_binding_attempts_total", {"code": code}
-        )
-        return value or 0.0
-
-
-@contextlib.asynccontextmanager
-async def harness(
-    *,
-    workers: int = 4,
-    max_pending: int = 100,
-    scheduler_up: bool = True,
-    backoff_base: float = 0.01,
-    backoff_cap: float = 0.05,
-    kube: FakeKube | None = None,
-    preempt_deadline: float = 30.0,
-) -> AsyncIterator[Harness]:
-    kube = kube if kube is not None else FakeKube()
-    runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    kube_port = runner.addresses[0][1]
-    client = KubeClient(KubeEndpoint(host=f"http://127.0.0.1:{kube_port}"))
-    metrics = BinderMetrics()
-    fake_scheduler = FakeScheduler()
-    sched_server: grpc.aio.Server | None = None
-    scheduler_port = free_port()
-    if scheduler_up:
-        sched_server, scheduler_port = await start_scheduler(fake_scheduler, port=scheduler_port)
-    reporter = OutcomeReporter(
-        target=f"127.0.0.1:{scheduler_port}", binder_id="binder-test", metrics=metrics,
-        flush_interval=0.005, backoff_base=0.02, backoff_cap=0.2, rpc_timeout=1.0,
-    )  # fmt: skip
-    await reporter.start()
-    sleeps: list[float] = []
-
-    async def recording_sleep(delay: float) -> None:
-        sleeps.append(delay)
-        await asyncio.sleep(delay)
-
-    pool = BindingPool(
-        kube=client, reporter=reporter, metrics=metrics, binder_id="binder-test",
-        workers=workers, max_pending=max_pending, backoff_base=backoff_base,
-        backoff_cap=backoff_cap, sleep=recording_sleep, rng=random.Random(7),
-        preempt_deadline=preempt_deadline,
-    )  # fmt: skip
-    pool.start()
-    server = await grpcsrv.serve(
-        listen="127.0.0.1:0",
-        servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, BinderServicer(pool))],
-        service_names=["splitsched.v1.Binder"],
-    )
-    channel = grpc.aio.insecure_channel(f"127.0.0.1:{server.port}")
-    h = Harness(
-        kube=kube, scheduler=fake_scheduler, pool=pool, reporter=reporter, metrics=metrics,
-        stub=binder_pb2_grpc.BinderStub(channel), sleeps=sleeps,
-        scheduler_port=scheduler_port,
-    )  # fmt: skip
-    try:
-        yield h
-    finally:
-        for hold in [*kube.holds, kube.hold_all]:
-            if hold is not None:
-                hold.set()
-        await pool.shutdown(0.5)
-        await reporter.close()
-        await channel.close()
-        await server.stop(0)
-        if sched_server is not None:
-            await sched_server.stop(0)
-        await client.close()
-        await runner.cleanup()
-
-
-async def eventually(
-    predicate: Callable[[], T], *, within: float = 10.0, interval: float = 0.01
-) -> T:
-    end = time.monotonic() + within
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(interval)
-
-
-def run(coro: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(asyncio.wait_for(coro, timeout=60))
-
-
-def deadline_in(seconds: float) -> Timestamp:
-    ts = Timestamp()
-    ts.FromNanoseconds(int((time.time() + seconds) * 1e9))
-    return ts
-
-
-def bind_request(
-    decision_id: str,
-    name: str,
-    *,
-    node: str = "node-a",
-    uid: str | None = None,
-    namespace: str = "ns",
-    max_attempts: int = 0,
-    deadline: float = 30.0,
-) -> binder_pb2.BindRequest:
-    return binder_pb2.BindRequest(
-        decision_id=decision_id,
-        pod=types_pb2.PodRef(namespace=namespace, name=name, uid=uid or f"uid-{name}"),
-        node=node,
-        node_version=3,
-        max_attempts=max_attempts,
-        deadline=deadline_in(deadline),
-        trace_context={"traceparent": f"00-{'1' * 32}-{'2' * 16}-01"},
-        profile="splitsched",
-    )
-
-
-def add_pod(h: Harness, name: str, *, node: str = "", namespace: str = "ns") -> None:
-    h.kube.pods[(namespace, name)] = FakePod(uid=f"uid-{name}", node=node)
 
 
 async def accept(h: Harness, request: binder_pb2.BindRequest) -> None:

@@ -1,150 +1,30 @@
 """Service tests of the binder's ``Preempt`` RPC, in process: its gRPC server and worker pool
 against a fake Kubernetes API and a fake ``Scheduler`` collecting outcomes.
 
-The harness and fakes come from ``tests.service.test_binder``; ``PreemptKube`` extends its
-fake API with what a preemption touches, behaving like kube-apiserver: the merge PATCH of
-``pods/{name}/status`` (404 when the pod is gone, 422 when the patch's ``metadata.uid`` is not
-the pod's) and the Eviction subresource (404 gone, 409 uid precondition failed, 429 with a
-``DisruptionBudget`` cause when a PodDisruptionBudget allows no disruption, else the pod is
-deleted), both scriptable with 5xx / connection resets / held answers.
+The harness comes from ``tests/support/binder.py``; ``PreemptKube``
+(``tests/support/fakes/kube.py``) extends the fake API with what a preemption touches,
+behaving like kube-apiserver: the merge PATCH of ``pods/{name}/status`` (404 when the pod
+is gone, 422 when the patch's ``metadata.uid`` is not the pod's) and the Eviction
+subresource (404 gone, 409 uid precondition failed, 429 with a ``DisruptionBudget`` cause
+when a PodDisruptionBudget allows no disruption, else the pod is deleted), both scriptable
+with 5xx / connection resets / held answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from aiohttp import web
 
 from services.binder import worker
 from services.binder.server import MAX_VICTIMS
 from services.binder.worker import EVICTION_CONCURRENCY
-from splitsched.v1 import binder_pb2, types_pb2
-from tests.service.binder.test_binder import (
-    FakeKube,
-    FakePod,
-    Harness,
-    Outcome,
-    Scripted,
-    eventually,
-    harness,
-    run,
-)
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
+from tests.support.binder import Harness, eventually, harness, run
+from tests.support.fakes.kube import PDB_MESSAGE, FakePod, PreemptKube, Scripted
 
-PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
-
-
-@dataclass
-class PreemptKube(FakeKube):
-    """``FakeKube`` plus pods/status merge patches and the Eviction API."""
-
-    #: Pods a PodDisruptionBudget with no disruptions allowed protects -> the PDB's name.
-    pdbs: dict[tuple[str, str], str] = field(default_factory=dict)
-    evict_script: dict[tuple[str, str], list[Scripted]] = field(default_factory=dict)
-    patch_script: dict[tuple[str, str], list[Scripted]] = field(default_factory=dict)
-    evictions: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
-    nominated: dict[tuple[str, str], str] = field(default_factory=dict)
-    #: Every write in arrival order: ("patch" | "evict", namespace, name).
-    writes: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def app(self) -> web.Application:
-        app = super().app()
-        app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/eviction", self._evict)
-        return app
-
-    async def _scripted(
-        self, request: web.Request, queue: list[Scripted] | None
-    ) -> web.Response | None:
-        """The scripted answer, or None to answer like the real API (2xx steps, no step)."""
-        if not queue:
-            return None
-        step = queue.pop(0)
-        if step.hold is not None:
-            self.holds.append(step.hold)
-            await step.hold.wait()
-        if step.reset:
-            assert request.transport is not None
-            request.transport.abort()
-            return web.Response(status=500)
-        if 200 <= step.status < 300:
-            return None
-        headers = {"Retry-After": step.retry_after} if step.retry_after else None
-        return self._status(step.status, step.message or f"scripted {step.status}",
-                            headers=headers)  # fmt: skip
-
-    async def _patch_status(self, request: web.Request) -> web.Response:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        patch = await request.json()
-        self.patches.append((ns, name, request.content_type, patch))
-        self.writes.append(("patch", ns, name))
-        scripted = await self._scripted(request, self.patch_script.get((ns, name)))
-        if scripted is not None:
-            return scripted
-        pod = self.pods.get((ns, name))
-        if pod is None:
-            return self._status(404, f'pods "{name}" not found')
-        uid = (patch.get("metadata") or {}).get("uid")
-        if uid and uid != pod.uid:
-            body = {
-                "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
-                "reason": "Invalid",
-                "message": f'Pod "{name}" is invalid: metadata.uid: Invalid value: "{uid}": '
-                "field is immutable",
-                "details": {"name": name, "kind": "Pod", "causes": [
-                    {"reason": "FieldValueInvalid", "field": "metadata.uid",
-                     "message": f'Invalid value: "{uid}": field is immutable'},
-                ]},
-            }  # fmt: skip
-            return web.json_response(body, status=422)
-        nominated = (patch.get("status") or {}).get("nominatedNodeName")
-        if nominated is not None:
-            self.nominated[(ns, name)] = nominated
-        meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": pod.uid}
-        if pod.deleting:
-            meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-        return web.json_response(
-            {"kind": "Pod", "apiVersion": "v1", "metadata": meta,
-             "spec": {"nodeName": pod.node},
-             "status": {"nominatedNodeName": self.nominated.get((ns, name), "")}}
-        )  # fmt: skip
-
-    async def _evict(self, request: web.Request) -> web.Response:
-        ns, name = request.match_info["ns"], request.match_info["name"]
-        body = await request.json()
-        self.evictions.append((ns, name, body))
-        self.writes.append(("evict", ns, name))
-        scripted = await self._scripted(request, self.evict_script.get((ns, name)))
-        if scripted is not None:
-            return scripted
-        pod = self.pods.get((ns, name))
-        if pod is None:
-            return self._status(404, f'pods "{name}" not found')
-        uid = ((body.get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
-        if uid and uid != pod.uid:
-            return self._status(
-                409, f'Operation cannot be fulfilled on Pod "{name}": the UID in the '
-                f"precondition ({uid}) does not match the UID in record ({pod.uid}). The "
-                "object might have been deleted and then recreated",
-            )  # fmt: skip
-        pdb = self.pdbs.get((ns, name))
-        if pdb is not None:
-            refusal = {
-                "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
-                "reason": "TooManyRequests", "message": PDB_MESSAGE,
-                "details": {"causes": [{
-                    "reason": "DisruptionBudget",
-                    "message": f"The disruption budget {pdb} needs 1 healthy pods and has 1 "
-                    "currently",
-                }]},
-            }  # fmt: skip
-            return web.json_response(refusal, status=429)
-        del self.pods[(ns, name)]
-        return web.json_response({"kind": "Status", "status": "Success", "code": 201}, status=201)
-
-    def evicted_names(self) -> list[str]:
-        return [name for _, name, _ in self.evictions]
+Outcome = scheduler_pb2.BindingOutcome
 
 
 # -- helpers -------------------------------------------------------------------------------

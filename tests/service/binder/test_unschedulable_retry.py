@@ -3,7 +3,8 @@ each is retried with the Binding's backoff (Retry-After honoured) through 503s, 
 connection resets, a bounded number of times, while bindings go on unblocked.
 
 In process: the binder's pool and gRPC server against the fake Kubernetes API of
-``test_binder``, through the real ``FaultProxy`` (plain HTTP upstream) injecting the faults.
+``tests/support/fakes/kube.py``, through the real ``FaultProxy`` (plain HTTP upstream)
+injecting the faults.
 """
 
 from __future__ import annotations
@@ -28,15 +29,9 @@ from services.binder.worker import BindingPool
 from splitsched.runtime import grpcsrv
 from splitsched.testing.faultproxy import Fault, FaultProxy
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2
-from tests.service.binder.test_binder import (
-    FakeKube,
-    FakePod,
-    FakeScheduler,
-    bind_request,
-    eventually,
-    run,
-    start_scheduler,
-)
+from tests.support.binder import bind_request, eventually, run
+from tests.support.fakes.kube import FakeKube, FakePod
+from tests.support.fakes.scheduler import FakeScheduler, start_scheduler
 
 EVENTS = r"/apis/events\.k8s\.io/v1/namespaces/ns/events"
 STATUS = r"/api/v1/namespaces/ns/pods/p1/status"

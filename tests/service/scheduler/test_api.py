@@ -16,7 +16,6 @@ import json
 import shutil
 import subprocess
 from collections.abc import AsyncIterator, Callable, Coroutine
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +30,8 @@ from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import grpcsrv
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+from tests.support.scheduler import schedule_all, serving
 
 T = TypeVar("T")
 GI = 1024**3
@@ -79,11 +78,6 @@ def make_state(nodes: list[models.Node]) -> SchedulerState:
     return state
 
 
-def schedule_all(state: SchedulerState) -> None:
-    while state.schedule_one() is not None:
-        pass
-
-
 def fingerprint(state: SchedulerState) -> tuple[object, ...]:
     """Everything Simulate must leave as it found it."""
     table = state.cache.table
@@ -94,30 +88,6 @@ def fingerprint(state: SchedulerState) -> tuple[object, ...]:
         state.algo.rng.getstate(),
         len(state.queue),
     )
-
-
-@dataclass
-class Served:
-    api: SchedulerApi
-    stub: scheduler_pb2_grpc.SchedulerAsyncStub
-    target: str
-
-
-@contextlib.asynccontextmanager
-async def serving(state: SchedulerState) -> AsyncIterator[Served]:
-    servicer = SchedulerApi(state=state, on_change=lambda: None)
-    server = await grpcsrv.serve(
-        listen="127.0.0.1:0",
-        servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, servicer)],
-        service_names=["splitsched.v1.Scheduler"],
-    )
-    target = f"127.0.0.1:{server.port}"
-    channel = grpc.aio.insecure_channel(target)
-    try:
-        yield Served(servicer, scheduler_pb2_grpc.SchedulerStub(channel), target)
-    finally:
-        await channel.close()
-        await server.stop(0)
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:

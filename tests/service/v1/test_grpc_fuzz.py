@@ -3,7 +3,7 @@ sent to the real servicers on real gRPC servers, in process.
 
 The scheduler API runs over a `SchedulerState` with nodes, bound, binding and pending
 pods (fake clock); the binder over its real pool against the fake Kubernetes API of
-``test_binder``; the watcher over a synced hub. The RPC list comes from the protos'
+``tests/support/fakes/kube.py``; the watcher over a synced hub. The RPC list comes from the protos'
 descriptors, so a new RPC is fuzzed without touching this file. Every call must end OK or
 with a status a client can act on (never UNKNOWN or INTERNAL, which is what an uncaught
 exception becomes), an INVALID_ARGUMENT must name a request field, the scheduler's view
@@ -43,12 +43,14 @@ from services.watcher import ring
 from services.watcher import server as watcher_server
 from splitsched import wire
 from splitsched.core import models
+from splitsched.core.clock import FakeClock
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2, watcher_pb2
-from tests.service.binder import test_binder as binder_support
-from tests.service.scheduler import test_api as api_support
-from tests.support import protofuzz
+from tests.support import builders, protofuzz
+from tests.support.binder import Harness, harness
 from tests.support.builders import node_entry, pod_entry
+from tests.support.fakes.kube import FakePod
+from tests.support.scheduler import schedule_all, serving
 
 T = TypeVar("T")
 Code = grpc.StatusCode
@@ -143,7 +145,7 @@ class Env:
     loop: LoopThread
     state: SchedulerState
     hub: ring.ClusterHub
-    binder: binder_support.Harness
+    binder: Harness
     channels: dict[str, grpc.aio.Channel]  # by service full name
     targets: dict[str, str]  # by service full name
     decision_ids: frozenset[str]
@@ -155,17 +157,19 @@ class Env:
 
 def scheduler_state() -> SchedulerState:
     """Nodes with bound, binding (decision pending) and unschedulable pods."""
-    state = api_support.make_state(
-        [
-            api_support.node("a", cpu=2000, labels={"topology.kubernetes.io/zone": "z1"}),
-            api_support.node("b", cpu=2000, taints=(models.Taint("gpu", "1", "NoSchedule"),)),
-        ]
+    gpu_only = models.Taint("gpu", "1", "NoSchedule")
+    state = builders.scheduler_state(
+        FakeClock(1000.0),
+        nodes=[
+            builders.node("a", cpu=2000, memory=8 * builders.GI, zone="z1"),
+            builders.node("b", cpu=2000, memory=8 * builders.GI, taints=[gpu_only]),
+        ],
     )
-    state.apply_pod("ADDED", api_support.pod("web", cpu=500))
-    state.apply_pod("ADDED", api_support.pod("db", ns="data", cpu=500))
-    state.apply_pod("ADDED", api_support.pod("huge", cpu=50_000))
-    api_support.schedule_all(state)
-    state.apply_pod("ADDED", api_support.pod("late", cpu=100))
+    state.apply_pod("ADDED", builders.splitsched_pod("web", cpu=500))
+    state.apply_pod("ADDED", builders.splitsched_pod("db", cpu=500, namespace="data"))
+    state.apply_pod("ADDED", builders.splitsched_pod("huge", cpu=50_000))
+    schedule_all(state)
+    state.apply_pod("ADDED", builders.splitsched_pod("late", cpu=100))
     return state
 
 
@@ -195,8 +199,8 @@ def env() -> Iterator[Env]:
     state = scheduler_state()
 
     async def start() -> Env:
-        sched = await stack.enter_async_context(api_support.serving(state))
-        binder = await stack.enter_async_context(binder_support.harness())
+        sched = await stack.enter_async_context(serving(state))
+        binder = await stack.enter_async_context(harness())
         hub, watcher_port = await stack.enter_async_context(watcher_serving())
         # A second server over the harness's pool: the same servicer, a target we know.
         binder_srv = await grpcsrv.serve(
@@ -669,7 +673,7 @@ def test_bind_whose_deadline_passed_before_it_was_handled_does_nothing(env: Env)
     the caller's deadline has passed. The caller sees DEADLINE_EXCEEDED and must be able to
     assume nothing happened: the pod is never bound."""
     kube = env.binder.kube
-    kube.pods[("ns", "late-bind")] = binder_support.FakePod(uid="uid-late-bind")
+    kube.pods[("ns", "late-bind")] = FakePod(uid="uid-late-bind")
     request = binder_pb2.BindRequest(
         decision_id="d-late",
         pod=types_pb2.PodRef(namespace="ns", name="late-bind", uid="uid-late-bind"),
