@@ -1,5 +1,6 @@
-"""The scheduler's API in process for service tests: the real `SchedulerApi` servicer over a
-`SchedulerState` the test feeds by hand, on a loopback port, with a client stub."""
+"""The scheduler in process for tests: scheduling cycles on a `SchedulerState` the test feeds
+by hand (`decide`, `parked`, `schedule_all`), and the real `SchedulerApi` servicer over such
+a state on a loopback port, with a client stub (`serving`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,29 @@ from dataclasses import dataclass
 import grpc
 
 from services.scheduler.api import SchedulerApi
-from services.scheduler.state import SchedulerState
+from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import scheduler_pb2_grpc
+
+
+def only(out: list[Decision | Unschedulable] | None) -> Decision | Unschedulable:
+    """The one result of a scheduling cycle (fails on none or several)."""
+    assert out is not None and len(out) == 1, out
+    return out[0]
+
+
+def decide(state: SchedulerState) -> Decision:
+    """Run one scheduling cycle, which must decide (bind or preempt) for one pod."""
+    d = only(state.schedule_one())
+    assert isinstance(d, Decision), d
+    return d
+
+
+def parked(state: SchedulerState) -> Unschedulable:
+    """Run one scheduling cycle, which must find one pod unschedulable."""
+    u = only(state.schedule_one())
+    assert isinstance(u, Unschedulable), u
+    return u
 
 
 def schedule_all(state: SchedulerState) -> None:

@@ -11,18 +11,8 @@ from splitsched.core.clock import FakeClock
 from tests.support.builders import gang_pod
 from tests.support.builders import small_node as node
 from tests.support.builders import splitsched_pod as pod
-
-
-def decide(state: SchedulerState) -> Decision:
-    out = state.schedule_one()
-    assert out is not None and len(out) == 1 and isinstance(out[0], Decision), out
-    return out[0]
-
-
-def park(state: SchedulerState) -> Unschedulable:
-    out = state.schedule_one()
-    assert out is not None and len(out) == 1 and isinstance(out[0], Unschedulable), out
-    return out[0]
+from tests.support.scheduler import decide
+from tests.support.scheduler import parked as park
 
 
 def test_pending_pod_is_assumed_then_confirmed_by_outcome_and_watch(state: SchedulerState) -> None:

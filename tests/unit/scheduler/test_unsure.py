@@ -1,106 +1,30 @@
 """Decisions whose fate is unknown are resolved by evidence, never by a guess that frees
-room a late bind (or eviction) uses (issue 9, restart and resync).
+room a late bind (or eviction) uses (issue 9, restart and resync), in the state machine
+(`SchedulerState`, fake clock; the `clock` and `state` fixtures of conftest.py): a decision
+whose hand-off failed ambiguously stays assumed until an outcome, the watch, or the deadline
+with the watch; a predecessor's preemption re-reported by a binder is adopted as a room held
+for its preemptor, not as a binding; a pending pod's nominated node is tried first.
 
-* The state machine (`SchedulerState`, fake clock): a decision whose hand-off failed
-  ambiguously stays assumed until an outcome, the watch, or the deadline with the watch;
-  a predecessor's preemption re-reported by a binder is adopted as a room held for its
-  preemptor, not as a binding; a pending pod's nominated node is tried first.
-* The service's hand-off (`SchedulerService._send_batch` / `_preempt`) against in-process
-  gRPC binders: a batch the binder took before the call broke keeps its room; a binder that
-  cannot be reached at all gets the decision back at once.
+The service's hand-off to binders: tests/service/scheduler/test_unsure_handoff.py.
 """
 
 from __future__ import annotations
 
-import asyncio
-import random
-import socket
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
-from typing import Any
 
-import grpc
-import pytest
-
-from services.scheduler import main as scheduler_main
-from services.scheduler.state import Decision, Outcome, Phase, SchedulerState, Unschedulable
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import PodState, SchedulerCache
+from services.scheduler.state import Outcome, Phase, SchedulerState
+from splitsched.core import models
+from splitsched.core.cache import PodState
 from splitsched.core.clock import FakeClock
-from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config
-from splitsched.v1 import binder_pb2, binder_pb2_grpc
-
-GI = 1024**3
-
-
-def node(name: str, cpu: int = 1000) -> models.Node:
-    return models.Node(
-        name=name, allocatable={models.CPU: cpu, models.MEMORY: 4 * GI, models.PODS: 10}
-    )
-
-
-def pod(name: str, cpu: int = 600, **kw: Any) -> models.Pod:
-    return models.Pod(
-        uid=f"uid-{name}",
-        namespace="ns",
-        name=name,
-        scheduler_name="splitsched",
-        containers=(models.Container("c", {models.CPU: cpu}),),
-        **kw,
-    )
-
-
-def new_state(clock: FakeClock) -> SchedulerState:
-    algo = algorithm.FrameworkAlgorithm(
-        cache=SchedulerCache(clock=clock),
-        profiles=profiles.load_profiles(None),
-        rng=random.Random(0),
-    )
-    return SchedulerState(
-        algo=algo,
-        queue=SchedulingQueue(clock=clock),
-        clock=clock,
-        scheduler_id="s",
-        bind_timeout=30,
-        preempt_timeout=60,
-    )
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock(100.0)
-
-
-@pytest.fixture
-def state(clock: FakeClock) -> SchedulerState:
-    st = new_state(clock)
-    st.mark_synced()
-    return st
+from tests.support.builders import small_node as node
+from tests.support.builders import splitsched_pod as pod
+from tests.support.scheduler import decide, parked
 
 
 def phase(state: SchedulerState, name: str) -> Phase:
     rec = state.find("ns", name)
     assert rec is not None, name
     return rec.phase
-
-
-def only(out: list[Decision | Unschedulable] | None) -> Decision | Unschedulable:
-    assert out is not None and len(out) == 1, out
-    return out[0]
-
-
-def decide(state: SchedulerState) -> Decision:
-    d = only(state.schedule_one())
-    assert isinstance(d, Decision), d
-    return d
-
-
-def parked(state: SchedulerState) -> Unschedulable:
-    u = only(state.schedule_one())
-    assert isinstance(u, Unschedulable), u
-    return u
 
 
 # -- (a) an ambiguous hand-off -------------------------------------------------------------
@@ -250,137 +174,3 @@ def test_pending_pod_gets_its_nominated_node_back(state: SchedulerState) -> None
     # Where the nominated node no longer fits, a full cycle picks another.
     state.apply_pod("ADDED", replace(pod("vip2", cpu=900), nominated_node_name="n2"))
     assert decide(state).node == "n1"
-
-
-# -- (a) the service's hand-off to binders -------------------------------------------------
-
-
-class TakingBinder(binder_pb2_grpc.BinderServicer):
-    """Records each request, then never answers (the test stops the server mid-call: the
-    binder took the decision and died, or the connection broke, before it answered)."""
-
-    def __init__(self) -> None:
-        self.batches: list[binder_pb2.BindBatchRequest] = []
-        self.preempts: list[binder_pb2.PreemptRequest] = []
-        self.took = asyncio.Event()
-
-    async def BindBatch(
-        self, request: binder_pb2.BindBatchRequest, context: Any
-    ) -> binder_pb2.BindBatchResponse:
-        self.batches.append(request)
-        self.took.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    async def Preempt(
-        self, request: binder_pb2.PreemptRequest, context: Any
-    ) -> binder_pb2.BinderAck:
-        self.preempts.append(request)
-        self.took.set()
-        await asyncio.Event().wait()
-        raise AssertionError("unreachable")
-
-    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
-        raise AssertionError("the scheduler sends batches")
-
-    async def ReportUnschedulable(
-        self, request: binder_pb2.UnschedulableReport, context: Any
-    ) -> binder_pb2.BinderAck:
-        return binder_pb2.BinderAck(accepted=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@asynccontextmanager
-async def service(binders: str) -> AsyncIterator[scheduler_main.SchedulerService]:
-    args = config.parse_args(
-        scheduler_main.build_parser(),
-        ["--binders", binders, "--bind-timeout", "30"],
-        env_prefix="SPLITSCHED_TEST_UNUSED",
-        environ={},
-    )
-    args.settle_seconds = 0.0
-    svc = scheduler_main.SchedulerService(args)
-    try:
-        yield svc
-    finally:
-        await svc.binders_channel.close()
-
-
-async def taken_then_broken(
-    svc: scheduler_main.SchedulerService, binder: TakingBinder, server: grpc.aio.Server, call: Any
-) -> None:
-    task = asyncio.create_task(call)
-    await asyncio.wait_for(binder.took.wait(), 10)
-    await server.stop(0)  # the binder goes away with the decision, unanswered
-    await asyncio.wait_for(task, 10)
-
-
-def fill(svc: scheduler_main.SchedulerService) -> None:
-    st = svc.state
-    st.mark_synced()
-    st.apply_node("ADDED", node("n1"))
-    st.apply_pod("ADDED", pod("a"))
-
-
-def test_batch_the_binder_took_before_the_call_broke_keeps_its_room() -> None:
-    async def body() -> None:
-        binder = TakingBinder()
-        server = grpc.aio.server()
-        binder_pb2_grpc.add_BinderServicer_to_server(binder, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        async with service(f"127.0.0.1:{port}") as svc:
-            fill(svc)
-            d = decide(svc.state)
-            await taken_then_broken(svc, binder, server, svc._send_batch([d]))
-            assert [r.decision_id for r in binder.batches[0].requests] == [d.decision_id]
-            # Not released: the binder may still bind it.
-            assert svc.state.decisions.get(d.decision_id) is d
-            assert svc.state.cache.is_assumed("uid-a")
-            assert "uid-a" not in svc.state.queue
-            assert svc.state.counters.get("unsure") == 1
-
-    asyncio.run(asyncio.wait_for(body(), 30))
-
-
-def test_preemption_the_binder_took_before_the_call_broke_keeps_its_room() -> None:
-    async def body() -> None:
-        binder = TakingBinder()
-        server = grpc.aio.server()
-        binder_pb2_grpc.add_BinderServicer_to_server(binder, server)
-        port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        async with service(f"127.0.0.1:{port}") as svc:
-            st = svc.state
-            st.mark_synced()
-            st.apply_node("ADDED", node("n1"))
-            st.apply_pod("ADDED", replace(pod("low", cpu=800), node_name="n1", priority=1))
-            st.apply_pod("ADDED", replace(pod("vip"), priority=100))
-            d = decide(st)
-            assert d.is_preemption
-            await taken_then_broken(svc, binder, server, svc._preempt(d))
-            assert binder.preempts[0].decision_id == d.decision_id
-            assert st.decisions.get(d.decision_id) is d
-            assert st.cache.is_assumed("uid-vip")
-            assert st.victims_left[d.decision_id] == {"uid-low"}
-
-    asyncio.run(asyncio.wait_for(body(), 30))
-
-
-def test_unreachable_binder_gets_nothing_so_the_decision_is_requeued_at_once() -> None:
-    async def body() -> None:
-        async with service(f"127.0.0.1:{free_port()}") as svc:  # nobody listens
-            fill(svc)
-            d = decide(svc.state)
-            await svc._send_batch([d])
-            assert d.decision_id not in svc.state.decisions
-            assert "uid-a" not in svc.state.cache
-            assert svc.state.queue.place_of("uid-a") == "backoff"
-            assert "unsure" not in svc.state.counters
-
-    asyncio.run(asyncio.wait_for(body(), 30))
