@@ -1,274 +1,35 @@
-"""Tracing in process: configuration from OTEL_* variables, the log filter, and the span
-trees each service builds (watcher event, scheduler attempt, binder bind with its Binding
-API attempts), recorded by the SDK's in-memory exporter. The end-to-end version, with the
-three processes and an OTLP receiver, is tests/e2e/test_tracing.py."""
+"""The scheduler's spans in process: an attempt is one trace from the watch event to the
+watch's confirmation, a retry is a linked new trace, decisions carry their attempt's trace id
+(through a real Scheduler API server), an unsampled pod costs no span, refused and failed
+decisions end their trace failed, and a gang's cycle shows on each member's trace. Spans are
+recorded by the SDK's in-memory exporter; the end-to-end version, with the three processes
+and an OTLP receiver, is tests/e2e/test_tracing.py. Setup and the log filter:
+tests/unit/runtime/test_tracing.py; the watcher's and the binder's spans: their folders'
+test_tracing.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
-import json
-import logging
 import random
-import threading
-from collections.abc import Iterator
-from typing import Any, cast
 
 import grpc
-import pytest
-from aiohttp import web
-from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from services.binder.kubeapi import KubeClient, KubeEndpoint
-from services.binder.metrics import BinderMetrics
-from services.binder.reporter import OutcomeReporter
-from services.binder.server import BinderServicer, job_from_request
-from services.binder.worker import BindingPool
 from services.scheduler.api import SchedulerApi
 from services.scheduler.main import SchedulerService
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
-from services.watcher import listwatch, ring
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import grpcsrv, logs, tracing
-from splitsched.v1 import binder_pb2, scheduler_pb2, scheduler_pb2_grpc, watcher_pb2
-
-GI = 1024**3
-OTEL_VARS = (
-    "OTEL_SDK_DISABLED",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_SERVICE_NAME",
-)
-
-
-@pytest.fixture
-def exporter() -> Iterator[InMemorySpanExporter]:
-    """Tracing on for this test, spans recorded synchronously; off again afterwards."""
-    memory = InMemorySpanExporter()
-    assert tracing.setup("test", exporter=memory)
-    try:
-        yield memory
-    finally:
-        tracing.shutdown()
-
-
-def by_name(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
-    return [s for s in spans if s.name == name]
-
-
-def one(spans: list[ReadableSpan], name: str) -> ReadableSpan:
-    found = by_name(spans, name)
-    assert len(found) == 1, f"{name}: {[s.name for s in spans]}"
-    return found[0]
-
-
-def parent_id(span: ReadableSpan) -> int | None:
-    return span.parent.span_id if span.parent is not None else None
-
-
-def span_id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return int(span.context.span_id)
-
-
-def trace_id(span: ReadableSpan) -> int:
-    assert span.context is not None
-    return int(span.context.trace_id)
-
-
-# ---- configuration --------------------------------------------------------------------------
-
-
-def test_exporters_from_env() -> None:
-    assert tracing.exporters_from_env({}) == []
-    assert tracing.exporters_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317"}) == ["otlp"]
-    assert tracing.exporters_from_env({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c"}) == [
-        "otlp"
-    ]
-    assert tracing.exporters_from_env({"OTEL_TRACES_EXPORTER": "console,otlp"}) == [
-        "console",
-        "otlp",
-    ]
-    assert tracing.exporters_from_env({"OTEL_TRACES_EXPORTER": "none"}) == []
-    endpoint_but_disabled = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_SDK_DISABLED": "true"}
-    assert tracing.exporters_from_env(endpoint_but_disabled) == []
-    assert tracing.protocol_from_env({}) == "http/protobuf"
-    assert tracing.protocol_from_env({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == "grpc"
-    both = {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http"}
-    assert tracing.protocol_from_env(both) == "http"
-
-
-def test_off_when_nothing_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in OTEL_VARS:
-        monkeypatch.delenv(var, raising=False)
-    threads = threading.active_count()
-    assert not tracing.setup("scheduler")
-    assert not tracing.enabled()
-    assert isinstance(tracing.tracer(), trace.NoOpTracer)
-    assert tracing.bind_call(
-        carrier={}, namespace="ns", name="p", uid="u", node="n", decision_id="d", accepted_at=0.0
-    ) is tracing.NO_CALL  # fmt: skip
-    assert threading.active_count() == threads  # no exporter thread
-
-
-def test_console_exporter_and_service_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in OTEL_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
-    try:
-        assert tracing.setup("binder")
-        assert tracing.enabled()
-        provider = tracing._state.provider
-        assert provider.resource.attributes["service.name"] == "splitsched-binder"
-    finally:
-        tracing.shutdown()
-    assert not tracing.enabled()
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "my-binder")
-    try:
-        assert tracing.setup("binder")
-        assert tracing._state.provider.resource.attributes["service.name"] == "my-binder"
-    finally:
-        tracing.shutdown()
-
-
-def test_otlp_protocol_selects_the_exporter() -> None:
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
-
-    grpc_exporter = tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
-    http_exporter = tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})
-    default = tracing._exporter("otlp", {})
-    try:
-        assert isinstance(grpc_exporter, Grpc)
-        assert isinstance(http_exporter, Http)
-        assert isinstance(default, Http)
-        with pytest.raises(ValueError, match="unsupported OTLP protocol"):
-            tracing._exporter("otlp", {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"})
-        with pytest.raises(ValueError, match="unknown OTEL_TRACES_EXPORTER"):
-            tracing._exporter("zipkin", {})
-    finally:
-        for exporter in (grpc_exporter, http_exporter, default):
-            exporter.shutdown()
-
-
-def test_carriers_round_trip(exporter: InMemorySpanExporter) -> None:
-    span = tracing.tracer().start_span("x")
-    carrier = tracing.inject(span)
-    span.end()
-    assert carrier["traceparent"].startswith("00-")
-    ctx = tracing.span_context(carrier)
-    assert ctx is not None
-    assert ctx.trace_id == span.get_span_context().trace_id
-    assert ctx.span_id == span.get_span_context().span_id
-    assert tracing.span_context({}) is None
-    metadata: list[tuple[str, str | bytes]] = [
-        ("traceparent", carrier["traceparent"].encode()),
-        ("user-agent", "x"),
-    ]
-    assert tracing.from_metadata(metadata) == {"traceparent": carrier["traceparent"]}
-
-
-# ---- logs -----------------------------------------------------------------------------------
-
-
-def test_log_lines_inside_a_span_carry_its_ids(exporter: InMemorySpanExporter) -> None:
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logs.JsonFormatter("test"))
-    handler.addFilter(logs.TraceContextFilter())
-    logger = logging.getLogger("tracing-unit-test")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
-        with tracing.tracer().start_as_current_span("work") as span:
-            logger.info("inside")
-        logger.info("outside")
-    finally:
-        logger.removeHandler(handler)
-    inside, outside = (json.loads(line) for line in stream.getvalue().splitlines())
-    ctx = span.get_span_context()
-    assert inside["trace_id"] == format(ctx.trace_id, "032x")
-    assert inside["span_id"] == format(ctx.span_id, "016x")
-    assert "trace_id" not in outside and "span_id" not in outside
-    human = logs.HumanFormatter("test")
-    record = logging.LogRecord("x", logging.INFO, __file__, 1, "hello", None, None)
-    record.trace_id, record.span_id = "a" * 32, "b" * 16
-    assert human.format(record).endswith(f"hello trace_id={'a' * 32} span_id={'b' * 16}")
-
-
-# ---- watcher --------------------------------------------------------------------------------
-
-
-def pending_pod_json(name: str, node: str = "") -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "resourceVersion": "7"},
-        "spec": {
-            "schedulerName": "splitsched",
-            "nodeName": node,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
-        },
-        "status": {"phase": "Pending"},
-    }
-
-
-def test_watcher_puts_its_span_context_on_pending_pod_events(
-    exporter: InMemorySpanExporter,
-) -> None:
-    converter = listwatch.Converter()
-    entry = converter.pod(pending_pod_json("p"), 1_700_000_000.0)
-    assert entry is not None
-    event = watcher_pb2.ClusterEvent.FromString(ring._header(5, ring.ADDED) + entry.body)
-    assert event.pod.name == "p" and event.resource_version == "7"
-    span = one(list(exporter.get_finished_spans()), "watch_event")
-    assert span.kind is SpanKind.PRODUCER
-    assert span.attributes is not None
-    assert span.attributes["k8s.pod.name"] == "p"
-    assert span.attributes["k8s.namespace.name"] == "ns"
-    ctx = tracing.span_context(dict(event.trace_context))
-    assert ctx is not None and ctx.span_id == span_id(span)
-    # An assigned pod starts no trace.
-    bound = converter.pod(pending_pod_json("q", node="n1"), 1_700_000_000.0)
-    assert bound is not None
-    assigned = watcher_pb2.ClusterEvent.FromString(ring._header(6, ring.ADDED) + bound.body)
-    assert not assigned.trace_context
-    assert len(by_name(list(exporter.get_finished_spans()), "watch_event")) == 1
-
-
-def test_watcher_events_carry_no_context_when_tracing_is_off() -> None:
-    assert not tracing.enabled()
-    entry = listwatch.Converter().pod(pending_pod_json("p"), 1_700_000_000.0)
-    assert entry is not None
-    event = watcher_pb2.ClusterEvent.FromString(ring._header(5, ring.ADDED) + entry.body)
-    assert event.pod.name == "p" and not event.trace_context
-
-
-# ---- scheduler ------------------------------------------------------------------------------
-
-
-def node(name: str, cpu: int = 1000) -> models.Node:
-    return models.Node(
-        name=name, allocatable={models.CPU: cpu, models.MEMORY: 4 * GI, models.PODS: 10}
-    )
-
-
-def pod(name: str, cpu: int = 600) -> models.Pod:
-    return models.Pod(
-        uid=f"uid-{name}",
-        namespace="ns",
-        name=name,
-        scheduler_name="splitsched",
-        containers=(models.Container("c", {models.CPU: cpu}),),
-    )
+from splitsched.runtime import grpcsrv, tracing
+from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+from tests.support.builders import small_node as node
+from tests.support.builders import splitsched_pod as pod
+from tests.support.spans import by_name, one, parent_id, span_id, trace_id
 
 
 def traced_state() -> tuple[SchedulerState, tracing.SchedulingTraces, FakeClock]:
@@ -492,114 +253,6 @@ def test_refused_and_failed_decisions_end_their_trace_failed(
     assert "binder queue full" in (roots["a"].status.description or "")
     assert roots["b"].status.status_code is StatusCode.ERROR
     assert (roots["b"].attributes or {})["error.type"] == "Conflict"
-
-
-# ---- binder ---------------------------------------------------------------------------------
-
-
-class CollectingReporter:
-    """Stands in for `OutcomeReporter` (the pool only calls `put`)."""
-
-    def __init__(self) -> None:
-        self.outcomes: list[scheduler_pb2.BindingOutcome] = []
-
-    async def put(self, outcome: scheduler_pb2.BindingOutcome) -> None:
-        self.outcomes.append(outcome)
-
-
-def flaky_api(fail_first: int) -> web.Application:
-    """A Binding endpoint answering 500 `fail_first` times, then 201; Events accepted."""
-    calls = {"n": 0}
-
-    async def bind(_: web.Request) -> web.Response:
-        calls["n"] += 1
-        if calls["n"] <= fail_first:
-            return web.json_response({"kind": "Status", "message": "etcd hiccup"}, status=500)
-        return web.json_response({"kind": "Status", "status": "Success"}, status=201)
-
-    async def event(_: web.Request) -> web.Response:
-        return web.json_response({}, status=201)
-
-    app = web.Application()
-    app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", bind)
-    app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", event)
-    return app
-
-
-def test_binder_bind_span_continues_the_trace_with_a_child_per_attempt(
-    exporter: InMemorySpanExporter,
-) -> None:
-    parent = tracing.tracer().start_span("bind_request", kind=SpanKind.PRODUCER)
-    carrier = tracing.inject(parent)
-    parent.end()
-
-    async def scenario() -> scheduler_pb2.BindingOutcome:
-        runner = web.AppRunner(flaky_api(fail_first=1))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        kube = KubeClient(KubeEndpoint(host=f"http://127.0.0.1:{port}"))
-        reporter = CollectingReporter()
-        pool = BindingPool(
-            kube=kube, reporter=cast(OutcomeReporter, reporter), metrics=BinderMetrics(),
-            binder_id="b-0", workers=1, backoff_base=0.01, backoff_cap=0.02,
-            rng=random.Random(1),
-        )  # fmt: skip
-        pool.start()
-        try:
-            request = binder_pb2.BindRequest(decision_id="d-1", node="n1", max_attempts=3)
-            request.pod.namespace, request.pod.name, request.pod.uid = "ns", "p", "uid-p"
-            request.deadline.FromSeconds(int(pool._clock()) + 30)
-            # The context arrives in gRPC metadata only: the servicer copies it over.
-            context = FakeContext([("traceparent", carrier["traceparent"])])
-            response = await BinderServicer(pool).Bind(request, context)  # type: ignore[arg-type]
-            assert response.accepted, response.reason
-            for _ in range(200):
-                if reporter.outcomes:
-                    break
-                await asyncio.sleep(0.01)
-            assert job_from_request(request).trace_context == carrier
-        finally:
-            await pool.shutdown(1.0)
-            await kube.close()
-            await runner.cleanup()
-        assert len(reporter.outcomes) == 1
-        return reporter.outcomes[0]
-
-    outcome = asyncio.run(scenario())
-    assert outcome.result == scheduler_pb2.BindingOutcome.BOUND
-    spans = list(exporter.get_finished_spans())
-    bind = one(spans, "bind")
-    assert bind.kind is SpanKind.CONSUMER
-    assert trace_id(bind) == parent.get_span_context().trace_id
-    assert parent_id(bind) == parent.get_span_context().span_id
-    assert bind.attributes is not None
-    assert bind.attributes["k8s.pod.name"] == "p"
-    assert bind.attributes["k8s.node.name"] == "n1"
-    assert bind.attributes["splitsched.bind.attempts"] == 2
-    attempts = sorted(
-        (s for s in spans if parent_id(s) == span_id(bind)), key=lambda s: s.start_time or 0
-    )
-    assert [(s.attributes or {})["http.response.status_code"] for s in attempts] == [500, 201]
-    assert attempts[0].status.status_code is StatusCode.ERROR
-    assert (attempts[0].attributes or {})["splitsched.retry_delay_seconds"] >= 0  # type: ignore[operator]
-    assert "splitsched.retry_delay_seconds" not in (attempts[1].attributes or {})
-    assert (attempts[1].attributes or {})["http.request.resend_count"] == 1
-    assert all(s.kind is SpanKind.CLIENT for s in attempts)
-    # The outcome carries the bind span's context back to the scheduler.
-    back = tracing.span_context(dict(outcome.trace_context))
-    assert back is not None and back.span_id == span_id(bind)
-
-
-class FakeContext:
-    """The one ServicerContext method the Bind handler reads."""
-
-    def __init__(self, metadata: list[tuple[str, str]]) -> None:
-        self._metadata = metadata
-
-    def invocation_metadata(self) -> list[tuple[str, str]]:
-        return self._metadata
 
 
 # ---- gangs ----------------------------------------------------------------------------------
