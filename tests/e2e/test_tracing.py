@@ -1,5 +1,5 @@
 """One trace per pod, end to end: the three services as real processes export their spans
-over OTLP/gRPC to a receiver started by this test (tests/support/otlp.py), against the real
+over OTLP/gRPC to a receiver started by this test (tests/support/fakes/otlp.py), against the real
 control plane. The binders talk to the API server through a fault-injecting proxy that
 answers 500 to the first Binding POST of one chosen pod, so that pod's bind needs a retry.
 

@@ -68,7 +68,7 @@ ALLOWED = {
     Code.PERMISSION_DENIED,
     Code.UNAUTHENTICATED,
 }
-# More for a deep local run: SPLITSCHED_FUZZ_EXAMPLES=2000 pytest tests/service/test_grpc_fuzz.py
+# More for a deep local run: SPLITSCHED_FUZZ_EXAMPLES=2000 pytest tests/service/v1/test_grpc_fuzz.py
 EXAMPLES = int(os.environ.get("SPLITSCHED_FUZZ_EXAMPLES", "60"))
 CI = os.environ.get("CI") == "true"
 FUZZ = settings(
