@@ -97,8 +97,10 @@ class _ScoreState:
     ignored: BoolArray | None = None  # set by score(): per scored row, missing a key
 
 
-class PodTopologySpread:
+class PodTopologySpread(masks.MaskFilter[_FilterState]):
     name: ClassVar[str] = "PodTopologySpread"
+    prefilter_key: ClassVar[str] = _PREFILTER_KEY
+    state_kind = _FilterState
     resolvable_by_preemption: ClassVar[bool] = True
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
@@ -198,15 +200,6 @@ class PodTopologySpread:
         return counts
 
     # ---- PreFilter / Filter ----------------------------------------------------------------
-    def pre_filter(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> framework.Status:
-        fs = self._filter_state(pod, table)
-        if fs is None:
-            return framework.Status.skip()
-        state.write(_PREFILTER_KEY, fs)
-        return framework.Status.success()
-
     def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         if not constraints:
@@ -245,26 +238,8 @@ class PodTopologySpread:
             mask &= ~bad
         return _FilterState(constraints, has_key, tuple(too_skewed), mask)
 
-    def _get_filter_state(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> _FilterState | None:
-        return masks.prefiltered(
-            state,
-            key=_PREFILTER_KEY,
-            kind=_FilterState,
-            table=table,
-            compute=lambda: self._filter_state(pod, table),
-        )
-
-    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
-        return masks.mask_or_all(self._get_filter_state(state, pod, table), table.n)
-
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         fs = self._get_filter_state(state, pod, table)
         out: list[tuple[str, ...]] = []
