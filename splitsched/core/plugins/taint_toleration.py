@@ -85,11 +85,7 @@ class TaintToleration(basics.NoArgs):
         return tolerated_mask(table, pod.tolerations)
 
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         out: list[tuple[str, ...]] = []
         for row in rows:
