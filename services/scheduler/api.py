@@ -103,6 +103,24 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 "the scheduler has not synced its view with the watcher yet; retry",
             )
 
+    async def _paging(
+        self,
+        request: scheduler_pb2.ListPodsRequest | scheduler_pb2.ListNodesRequest,
+        context: Any,
+        *,
+        query: str,
+        key_len: int,
+    ) -> tuple[int, tuple[str, ...] | None]:
+        """A list request's page size and the key its page starts after, once the view is
+        synced; aborts with INVALID_ARGUMENT or UNAVAILABLE otherwise."""
+        try:
+            size = page_size(request.page_size)
+            after = page_after(request.page_token, query=query, key_len=key_len)
+        except InvalidRequest as exc:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        await self._require_synced(context)
+        return size, after
+
     async def _find(self, namespace: str, name: str, context: Any) -> PodRecord:
         if not namespace or not name:
             await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "namespace, name: required")
@@ -167,12 +185,7 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
         self, request: scheduler_pb2.ListPodsRequest, context: Any
     ) -> scheduler_pb2.ListPodsResponse:
         query = f"pods/{request.state}/{request.namespace}"
-        try:
-            size = page_size(request.page_size)
-            after = page_after(request.page_token, query=query, key_len=2)
-        except InvalidRequest as exc:
-            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        await self._require_synced(context)
+        size, after = await self._paging(request, context, query=query, key_len=2)
         records = sorted(
             (
                 ((r.pod.namespace, r.pod.name), r)
@@ -195,12 +208,7 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
         self, request: scheduler_pb2.ListNodesRequest, context: Any
     ) -> scheduler_pb2.ListNodesResponse:
         query = f"nodes/{request.name_prefix}"
-        try:
-            size = page_size(request.page_size)
-            after = page_after(request.page_token, query=query, key_len=1)
-        except InvalidRequest as exc:
-            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        await self._require_synced(context)
+        size, after = await self._paging(request, context, query=query, key_len=1)
         table = self.state.cache.table
         names = sorted(n for n in table.names if n.startswith(request.name_prefix))
         start = 0 if after is None else bisect.bisect_right(names, after[0])

@@ -317,6 +317,27 @@ class SchedulingQueue:
             raise QueueError(f"pod {qp.pod.key} ({uid}) is already in the {entry.place} queue")
         return entry
 
+    def _take_back_failed(
+        self,
+        qp: QueuedPod,
+        *,
+        plugins: frozenset[str],
+        events: frozenset[ClusterEvent],
+    ) -> _Entry | None:
+        """`_take_back` for a failed attempt, the entry stamped for its wait: enqueued now,
+        a fresh place in line, the plugins that rejected it and the events that may help,
+        and when its backoff ends."""
+        entry = self._take_back(qp)
+        if entry is None:
+            return None
+        now = self._clock.now()
+        entry.enqueued_at = now
+        entry.seq = self._next_seq()
+        entry.plugins = plugins
+        entry.events = events
+        entry.backoff_expiry = now + self.backoff_duration(entry.attempts)
+        return entry
+
     def add_unschedulable(
         self,
         qp: QueuedPod,
@@ -328,33 +349,21 @@ class SchedulingQueue:
         arrives, unless such an event (or a change to the pod itself) already arrived while
         it was in flight, or no plugin was named: then backoff, so it is not stranded
         (kube-scheduler's in-flight events / moveRequestCycle). Returns where it went."""
-        entry = self._take_back(qp)
+        entry = self._take_back_failed(qp, plugins=plugins, events=events)
         if entry is None:
             return DROPPED
-        now = self._clock.now()
-        entry.enqueued_at = now
-        entry.seq = self._next_seq()
-        entry.plugins = plugins
-        entry.events = events
-        entry.backoff_expiry = now + self.backoff_duration(entry.attempts)
         if not plugins or entry.flight_pod_changed or (entry.flight_events & events):
-            return self._requeue(entry, now)
+            return self._requeue(entry, entry.enqueued_at)
         self._push_unschedulable(entry)
         return UNSCHEDULABLE
 
     def add_backoff(self, qp: QueuedPod) -> str:
         """A pod that failed for another reason than plugins rejecting it (an error, a bind
         failure): retry after its backoff. Returns where it went."""
-        entry = self._take_back(qp)
+        entry = self._take_back_failed(qp, plugins=frozenset(), events=frozenset())
         if entry is None:
             return DROPPED
-        now = self._clock.now()
-        entry.enqueued_at = now
-        entry.seq = self._next_seq()
-        entry.plugins = frozenset()
-        entry.events = frozenset()
-        entry.backoff_expiry = now + self.backoff_duration(entry.attempts)
-        return self._requeue(entry, now)
+        return self._requeue(entry, entry.enqueued_at)
 
     def done(self, uid: str) -> bool:
         """The in-flight pod was assumed (or otherwise settled): stop tracking it."""

@@ -21,6 +21,8 @@ from typing import Any, TypeAlias
 import grpc
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+#: What a server interceptor calls to get the handler it may wrap.
+Continuation: TypeAlias = "Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]]"
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,7 @@ class MalformedRequests(grpc.aio.ServerInterceptor):
     """Turns undecodable unary requests into INVALID_ARGUMENT (see the module doc)."""
 
     async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
+        self, continuation: Continuation, handler_call_details: grpc.HandlerCallDetails
     ) -> Handler | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.request_streaming or handler.request_deserializer is None:

@@ -24,15 +24,13 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import (
-    Awaitable,
-    Callable,
     Collection,
     Iterable,
     Mapping,
     Sequence,
 )
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
@@ -169,9 +167,6 @@ def peer_identities(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[st
     )
 
 
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
-
-
 class TrustedClients(grpc.aio.ServerInterceptor):
     """Lets only callers whose certificate identity is in `trusted` reach the RPCs in
     `methods` (full paths, "/pkg.Service/Method"); others get PERMISSION_DENIED."""
@@ -192,10 +187,8 @@ class TrustedClients(grpc.aio.ServerInterceptor):
         )
 
     async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> Handler | None:
+        self, continuation: grpcguard.Continuation, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpcguard.Handler | None:
         handler = await continuation(handler_call_details)
         method = handler_call_details.method
         if handler is None or method not in self.methods:

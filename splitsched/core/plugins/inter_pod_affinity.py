@@ -154,8 +154,10 @@ class _DomainScores:
         acc += weight * sums
 
 
-class InterPodAffinity:
+class InterPodAffinity(masks.MaskFilter[_FilterState]):
     name: ClassVar[str] = "InterPodAffinity"
+    prefilter_key: ClassVar[str] = _PREFILTER_KEY
+    state_kind = _FilterState
     # Required affinity failures are UnschedulableAndUnresolvable in kube-scheduler, anti-
     # affinity ones Unschedulable; one flag per plugin here, so preemption may try both.
     resolvable_by_preemption: ClassVar[bool] = True
@@ -206,15 +208,6 @@ class InterPodAffinity:
         return term.matches(pod.namespace, pod.labels, self.namespace_labels)
 
     # ---- PreFilter / Filter ----------------------------------------------------------------
-    def pre_filter(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> framework.Status:
-        fs = self._filter_state(pod, table)
-        if fs is None:
-            return framework.Status.skip()
-        state.write(_PREFILTER_KEY, fs)
-        return framework.Status.success()
-
     def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
         required = pod.pod_affinity.required if pod.pod_affinity else ()
         required_anti = pod.pod_anti_affinity.required if pod.pod_anti_affinity else ()
@@ -272,26 +265,8 @@ class InterPodAffinity:
 
         return _FilterState(affinity_ok, anti_ok, existing_ok, affinity_ok & anti_ok & existing_ok)
 
-    def _get_filter_state(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> _FilterState | None:
-        return masks.prefiltered(
-            state,
-            key=_PREFILTER_KEY,
-            kind=_FilterState,
-            table=table,
-            compute=lambda: self._filter_state(pod, table),
-        )
-
-    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
-        return masks.mask_or_all(self._get_filter_state(state, pod, table), table.n)
-
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         fs = self._get_filter_state(state, pod, table)
         out: list[tuple[str, ...]] = []

@@ -262,11 +262,7 @@ class NodeAffinity:
         return mask
 
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         added = self._added_mask(table)
         return [(REASON_POD,) if added[row] else (REASON_ENFORCED,) for row in rows]

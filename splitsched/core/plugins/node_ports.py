@@ -9,13 +9,14 @@ port are looked at.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, NodeTable, PortKey
+from splitsched.core.plugins import basics
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 BIND_ALL = "0.0.0.0"
@@ -40,15 +41,13 @@ def conflicts(used: Mapping[PortKey, int], want: PortKey) -> bool:
     return (protocol, BIND_ALL, port) in used or want in used
 
 
-class NodePorts:
+class NodePorts(basics.OneReason):
     name: ClassVar[str] = "NodePorts"
+    reason: ClassVar[str] = REASON
     resolvable_by_preemption: ClassVar[bool] = True
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {framework.ClusterEvent.NODE_ADD, framework.ClusterEvent.ASSIGNED_POD_DELETE}
     )
-
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        del args
 
     def _wanted(self, state: framework.CycleState, pod: models.Pod) -> tuple[PortKey, ...]:
         cached = state.read(_PREFILTER_KEY)
@@ -74,12 +73,3 @@ class NodePorts:
             if used and any(conflicts(used, w) for w in wanted):
                 mask[row] = False
         return mask
-
-    def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
-    ) -> list[tuple[str, ...]]:
-        return [(REASON,) for _ in rows]

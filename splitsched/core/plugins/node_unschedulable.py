@@ -3,13 +3,13 @@ tolerates the node.kubernetes.io/unschedulable:NoSchedule taint (as DaemonSet po
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, NodeTable
+from splitsched.core.plugins import basics
 
 UNSCHEDULABLE_TAINT = models.Taint(
     key="node.kubernetes.io/unschedulable", value="", effect=models.TaintEffect.NO_SCHEDULE
@@ -17,26 +17,15 @@ UNSCHEDULABLE_TAINT = models.Taint(
 REASON = "node(s) were unschedulable"
 
 
-class NodeUnschedulable:
+class NodeUnschedulable(basics.OneReason):
     name: ClassVar[str] = "NodeUnschedulable"
+    reason: ClassVar[str] = REASON
     resolvable_by_preemption: ClassVar[bool] = False
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {framework.ClusterEvent.NODE_ADD, framework.ClusterEvent.NODE_SCHEDULABLE}
     )
 
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        del args
-
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
         if any(t.tolerates(UNSCHEDULABLE_TAINT) for t in pod.tolerations):
             return np.ones(table.n, dtype=np.bool_)
         return ~table.unschedulable
-
-    def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
-    ) -> list[tuple[str, ...]]:
-        return [(REASON,) for _ in rows]

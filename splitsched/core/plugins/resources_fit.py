@@ -233,11 +233,7 @@ class NodeResourcesFit:
         return fits
 
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         s = self._state(state, pod, table)
         out: list[tuple[str, ...]] = []

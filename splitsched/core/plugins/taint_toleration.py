@@ -9,13 +9,14 @@ node. `tolerates_all` is reused by PodTopologySpread (nodeTaintsPolicy: Honor).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Collection, Iterable, Sequence
+from typing import ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.plugins import basics
 
 DO_NOT_SCHEDULE = frozenset(
     {models.TaintEffect.NO_SCHEDULE.value, models.TaintEffect.NO_EXECUTE.value}
@@ -71,7 +72,7 @@ def untolerated_reason(taint: models.Taint) -> str:
     return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
 
 
-class TaintToleration:
+class TaintToleration(basics.NoArgs):
     name: ClassVar[str] = "TaintToleration"
     # Its raw score of a node depends only on that node and the pod (see algorithm).
     row_local: ClassVar[bool] = True
@@ -80,18 +81,11 @@ class TaintToleration:
         {framework.ClusterEvent.NODE_ADD, framework.ClusterEvent.NODE_TAINT}
     )
 
-    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
-        del args
-
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
         return tolerated_mask(table, pod.tolerations)
 
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         out: list[tuple[str, ...]] = []
         for row in rows:

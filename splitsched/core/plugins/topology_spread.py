@@ -82,6 +82,29 @@ class _Constraint:
         return self.selector is not None and self.selector.matches(labels)
 
 
+class _HonoredNodes:
+    """The nodes a pod's node affinity and tolerations allow, each computed at most once per
+    cycle and only when a constraint honours it (nodeAffinityPolicy / nodeTaintsPolicy)."""
+
+    def __init__(self, table: NodeTable, pod: models.Pod) -> None:
+        self._table = table
+        self._pod = pod
+        self._affinity: BoolArray | None = None
+        self._tolerated: BoolArray | None = None
+
+    def narrow(self, c: _Constraint, eligible: BoolArray) -> BoolArray:
+        """`eligible` less the nodes that constraint `c`'s policies exclude."""
+        if c.honor_affinity:
+            if self._affinity is None:
+                self._affinity = node_matches_mask(self._table, self._pod)
+            eligible = eligible & self._affinity
+        if c.honor_taints:
+            if self._tolerated is None:
+                self._tolerated = tolerated_mask(self._table, self._pod.tolerations)
+            eligible = eligible & self._tolerated
+        return eligible
+
+
 @dataclass(frozen=True, slots=True)
 class _FilterState:
     constraints: tuple[_Constraint, ...]
@@ -97,8 +120,10 @@ class _ScoreState:
     ignored: BoolArray | None = None  # set by score(): per scored row, missing a key
 
 
-class PodTopologySpread:
+class PodTopologySpread(masks.MaskFilter[_FilterState]):
     name: ClassVar[str] = "PodTopologySpread"
+    prefilter_key: ClassVar[str] = _PREFILTER_KEY
+    state_kind = _FilterState
     resolvable_by_preemption: ClassVar[bool] = True
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
@@ -198,15 +223,6 @@ class PodTopologySpread:
         return counts
 
     # ---- PreFilter / Filter ----------------------------------------------------------------
-    def pre_filter(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> framework.Status:
-        fs = self._filter_state(pod, table)
-        if fs is None:
-            return framework.Status.skip()
-        state.write(_PREFILTER_KEY, fs)
-        return framework.Status.success()
-
     def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         if not constraints:
@@ -214,21 +230,12 @@ class PodTopologySpread:
         n = table.n
         has_key = tuple(table.label_exists(c.topology_key) for c in constraints)
         has_all = np.logical_and.reduce(has_key) if n else np.zeros(0, dtype=np.bool_)
-        affinity: BoolArray | None = None
-        tolerated: BoolArray | None = None
+        honored = _HonoredNodes(table, pod)
         mask = has_all.copy()
         too_skewed: list[BoolArray] = []
         memo: dict[object, IntArray] = {}
         for c, has in zip(constraints, has_key, strict=True):
-            eligible = has_all
-            if c.honor_affinity:
-                affinity = node_matches_mask(table, pod) if affinity is None else affinity
-                eligible = eligible & affinity
-            if c.honor_taints:
-                tolerated = (
-                    tolerated_mask(table, pod.tolerations) if tolerated is None else tolerated
-                )
-                eligible = eligible & tolerated
+            eligible = honored.narrow(c, has_all)
             ids, values = table.label_values(c.topology_key)
             ids64 = ids.astype(np.int64, copy=False)
             per_domain = _domain_sums(
@@ -245,26 +252,8 @@ class PodTopologySpread:
             mask &= ~bad
         return _FilterState(constraints, has_key, tuple(too_skewed), mask)
 
-    def _get_filter_state(
-        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
-    ) -> _FilterState | None:
-        return masks.prefiltered(
-            state,
-            key=_PREFILTER_KEY,
-            kind=_FilterState,
-            table=table,
-            compute=lambda: self._filter_state(pod, table),
-        )
-
-    def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
-        return masks.mask_or_all(self._get_filter_state(state, pod, table), table.n)
-
     def failure_reasons(
-        self,
-        state: framework.CycleState,
-        pod: models.Pod,
-        table: NodeTable,
-        rows: Sequence[int],
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         fs = self._get_filter_state(state, pod, table)
         out: list[tuple[str, ...]] = []
@@ -305,8 +294,7 @@ class PodTopologySpread:
         has_all = np.logical_and.reduce(has_key)
         ignored = ~has_all[rows] if ss.require_all else np.zeros(len(rows), dtype=np.bool_)
         considered = rows[~ignored]
-        affinity: BoolArray | None = None
-        tolerated: BoolArray | None = None
+        honored = _HonoredNodes(table, pod)
         total = np.zeros(len(rows), dtype=np.float64)
         memo: dict[object, IntArray] = {}
         for c, has in zip(ss.constraints, has_key, strict=True):
@@ -321,15 +309,9 @@ class PodTopologySpread:
                 seen = np.zeros(len(values) + 1, dtype=np.bool_)
                 seen[ids64[considered]] = True  # -1 lands in the spare last slot
                 size = int(seen.sum())
-                eligible = has_all if ss.require_all else np.ones(table.n, dtype=np.bool_)
-                if c.honor_affinity:
-                    affinity = node_matches_mask(table, pod) if affinity is None else affinity
-                    eligible = eligible & affinity
-                if c.honor_taints:
-                    tolerated = (
-                        tolerated_mask(table, pod.tolerations) if tolerated is None else tolerated
-                    )
-                    eligible = eligible & tolerated
+                eligible = honored.narrow(
+                    c, has_all if ss.require_all else np.ones(table.n, dtype=np.bool_)
+                )
                 per_domain = _domain_sums(ids64, counts, eligible, len(values))
                 in_domain = per_domain[np.maximum(ids64[rows], 0)]
             weight = math.log(size + 2)
