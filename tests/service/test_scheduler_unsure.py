@@ -24,12 +24,12 @@ import grpc
 import pytest
 
 from services.scheduler import main as scheduler_main
+from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Decision, Outcome, Phase, SchedulerState, Unschedulable
 from splitsched.core import algorithm, models, profiles
 from splitsched.core.cache import PodState, SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 GI = 1024**3
@@ -297,14 +297,11 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def service(binders: str) -> AsyncIterator[scheduler_main.SchedulerService]:
-    args = config.parse_args(
-        scheduler_main.build_parser(),
-        ["--binders", binders, "--bind-timeout", "30"],
-        env_prefix="SPLITSCHED_TEST_UNUSED",
-        environ={},
+    settings = SchedulerSettings.load(
+        ["--binders", binders, "--bind-timeout", "30", "--settle-seconds", "0"], environ={}
     )
-    args.settle_seconds = 0.0
-    svc = scheduler_main.SchedulerService(args)
+    svc = scheduler_main.SchedulerService(settings)
+    await svc.open()
     try:
         yield svc
     finally:
