@@ -58,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         "first decision so binders' in-flight decisions are adopted first (default: 3 with "
         "--leader-elect, else 0)",
     )
+    _add_leader_election_flags(p)
+    security.add_flags(p, restricted=RESTRICTED_RPCS)
+    return p
+
+
+def _add_leader_election_flags(p: argparse.ArgumentParser) -> None:
+    """The leader election group: the Lease, its timings, its kubeconfig and readiness
+    of a standby."""
     ha = p.add_argument_group("leader election (high availability)")
     ha.add_argument(
         "--leader-elect",
@@ -91,8 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
         "a rolling update waits for new pods to be ready, and a standby never leads while "
         "the old leader runs; binders then find the leader by gRPC health checking",
     )
-    security.add_flags(p, restricted=RESTRICTED_RPCS)
-    return p
 
 
 @dataclass(frozen=True)
