@@ -27,11 +27,12 @@ controlplane: ## build (first time) or reuse kube-apiserver, kube-scheduler, etc
 proto: $(STAMP) ## regenerate the gRPC stubs from proto/
 	bash scripts/gen-proto.sh
 
-lint: $(STAMP) ## ruff, mypy --strict, import-linter
+lint: $(STAMP) ## ruff, mypy --strict, import-linter, the shape check (files <= 500 lines, functions <= 60)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy splitsched services tests bench
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/check-shape.py
 
 test-unit: $(STAMP) ## the fast tiers only (unit and service), no control plane
 	$(VENV)/bin/pytest -q tests/unit tests/service

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the Python gRPC stubs (and mypy stubs) from proto/ into splitsched/v1/.
-# The only way stubs are made; tests/unit/test_proto_stubs.py checks the committed ones
+# The only way stubs are made; tests/unit/v1/test_proto_stubs.py checks the committed ones
 # match what this produces. Inputs are pinned by pyproject (grpcio-tools, mypy-protobuf).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -28,6 +28,8 @@ from kubernetes import client
 from splitsched.testing import invariants, kube, stack
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
+pytestmark = pytest.mark.e2e
+
 NODES = 20
 NODE_CPU_MILLI = 4000
 BEFORE, AFTER = 400, 200  # pods created before the kill and after it

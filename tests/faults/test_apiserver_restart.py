@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.faults.conftest import FaultsEnv
+from tests.support.faults import FaultsEnv
 from tests.support.fixtures import ControlPlaneHandle
 
 pytestmark = pytest.mark.faults

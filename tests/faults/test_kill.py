@@ -21,7 +21,7 @@ import time
 import pytest
 
 from splitsched.testing.faultproxy import Fault
-from tests.faults.conftest import FaultsEnv
+from tests.support.faults import FaultsEnv
 
 pytestmark = pytest.mark.faults
 

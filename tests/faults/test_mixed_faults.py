@@ -38,7 +38,7 @@ from kubernetes import client
 
 from splitsched.testing import kube, mixedload
 from splitsched.testing.faultproxy import Fault, FaultProxy
-from tests.faults.conftest import (
+from tests.support.faults import (
     LONG,
     LONG_REASON,
     RESULTS,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import pytest
 
 from splitsched.testing.faultproxy import Fault, FaultProxy
-from tests.faults.conftest import LONG, LONG_REASON, FaultsEnv
+from tests.support.faults import LONG, LONG_REASON, FaultsEnv
 
 pytestmark = pytest.mark.faults
 

@@ -30,7 +30,7 @@ from kubernetes import client
 
 from splitsched.testing import faultproxy, invariants, kube, stack
 from splitsched.testing.faultproxy import Fault
-from tests.faults.conftest import BIND_TIMEOUT, RESULTS, FaultResult, FaultsEnv, FaultStack
+from tests.support.faults import BIND_TIMEOUT, RESULTS, FaultResult, FaultsEnv, FaultStack
 
 pytestmark = pytest.mark.faults
 

@@ -1,7 +1,7 @@
 """Test certificates made with `cryptography`: a CA and leaf certificates for 127.0.0.1 and
 localhost, written as PEM files.
 
-Used by the TLS tests (tests/unit/test_tls.py, tests/service/test_grpc_tls.py,
+Used by the TLS tests (tests/unit/runtime/test_tls.py, tests/service/runtime/test_grpc_tls.py,
 tests/e2e/test_tls_stack.py). `write_stack_certs` writes the layout
 `splitsched.testing.stack.Stack(tls=...)` reads: `ca.crt` and `<component>.crt/.key`
 whose common name is `splitsched-<component>`, plus an `ops` client for the CLI.

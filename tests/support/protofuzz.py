@@ -1,6 +1,6 @@
 """Hypothesis strategies that build any protobuf message from its descriptor.
 
-Used by ``tests/service/test_grpc_fuzz.py`` to throw every request type of the contract at
+Used by ``tests/service/v1/test_grpc_fuzz.py`` to throw every request type of the contract at
 the servicers. `messages(cls)` walks the message's DESCRIPTOR and draws a value for any
 subset of its fields: strings from empty to tens of KiB (unicode, NUL, path tricks),
 integers at their type's extremes, floats including NaN and infinities, enums including

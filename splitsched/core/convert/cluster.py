@@ -8,8 +8,8 @@ array or several YAML documents; converts strictly and names the failing item.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import yaml
 
@@ -19,6 +19,7 @@ from splitsched.core.convert.nodes import node_ref, read_node
 from splitsched.core.convert.pods import pod_ref, read_pod
 
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_T = TypeVar("_T")
 
 
 def _documents(text: str) -> list[object]:
@@ -78,17 +79,25 @@ def load_cluster(text: str) -> tuple[list[models.Node], list[models.Pod]]:
     pods: list[models.Pod] = []
     for where, kind, item in _items(_documents(text)):
         if kind == "Node":
-            try:
-                nodes.append(read_node(item))
-            except BadField as e:
-                name = node_ref(item).removeprefix("node ")
-                raise ConversionError(f"{where} (Node {name})", e.detail) from None
+            nodes.append(_strictly(read_node, item, where, "Node", node_ref))
         elif kind == "Pod":
-            try:
-                pods.append(read_pod(item))
-            except BadField as e:
-                ref = pod_ref(item).removeprefix("pod ")
-                raise ConversionError(f"{where} (Pod {ref})", e.detail) from None
+            pods.append(_strictly(read_pod, item, where, "Pod", pod_ref))
         elif not kind:
             raise ConversionError(where, "missing kind")
     return nodes, pods
+
+
+def _strictly(
+    read: Callable[[object], _T],
+    item: object,
+    where: str,
+    kind: str,
+    ref: Callable[[object], str],
+) -> _T:
+    """`read(item)`, an error named by `where`, the kind and the item's name from `ref`
+    ("pod default/web" -> "default/web")."""
+    try:
+        return read(item)
+    except BadField as e:
+        name = ref(item).partition(" ")[2]
+        raise ConversionError(f"{where} ({kind} {name})", e.detail) from None

@@ -126,6 +126,22 @@ def as_str(value: object, path: str, default: str = "") -> str:
     raise BadField(path, f"expected a string, got {type_name(value)}")
 
 
+def required(obj: dict[str, Any], key: str) -> object:
+    """A field that must be present and not null; its value unchecked."""
+    value = obj.get(key)
+    if value is None:
+        raise BadField(key, "required")
+    return value
+
+
+def required_str(obj: dict[str, Any], key: str) -> str:
+    """A string field that must be present and non-empty."""
+    value = as_str(obj.get(key), key)
+    if not value:
+        raise BadField(key, "required")
+    return value
+
+
 def as_int(value: object, path: str, *, low: int, high: int) -> int:
     if type(value) is not int:  # bools and floats are not integers here
         raise BadField(path, f"expected an integer, got {type_name(value)}")

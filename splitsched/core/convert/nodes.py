@@ -24,6 +24,8 @@ from splitsched.core.convert.fields import (
     as_str_map,
     each,
     named,
+    required,
+    required_str,
 )
 
 _TAINT_EFFECTS = frozenset(effect.value for effect in models.TaintEffect)
@@ -31,12 +33,8 @@ _TAINT_EFFECTS = frozenset(effect.value for effect in models.TaintEffect)
 
 def _taint(value: object) -> models.Taint:
     t = as_object(value, "")
-    key = as_str(t.get("key"), "key")
-    if not key:
-        raise BadField("key", "required")
-    effect = t.get("effect")
-    if effect is None:
-        raise BadField("effect", "required")
+    key = required_str(t, "key")
+    effect = required(t, "effect")
     return fast.Taint(
         key=key,
         value=as_str(t.get("value"), "value"),

@@ -25,6 +25,8 @@ from splitsched.core.convert.fields import (
     at,
     each,
     requests_with_limits,
+    required,
+    required_str,
     within,
 )
 from splitsched.core.convert.selectors import label_selector, node_affinity, pod_affinity
@@ -104,12 +106,8 @@ def _toleration(value: object) -> models.Toleration:
 
 def _spread_constraint(value: object) -> models.TopologySpreadConstraint:
     c = as_object(value, "")
-    topology_key = as_str(c.get("topologyKey"), "topologyKey")
-    if not topology_key:
-        raise BadField("topologyKey", "required")
-    when = c.get("whenUnsatisfiable")
-    if when is None:
-        raise BadField("whenUnsatisfiable", "required")
+    topology_key = required_str(c, "topologyKey")
+    when = required(c, "whenUnsatisfiable")
     min_domains = c.get("minDomains")
     match_keys = c.get("matchLabelKeys")
     return fast.TopologySpreadConstraint(

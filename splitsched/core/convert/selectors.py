@@ -17,11 +17,11 @@ from splitsched.core.convert.fields import (
     as_int,
     as_list,
     as_object,
-    as_str,
     as_str_map,
     as_str_tuple,
     at,
     each,
+    required_str,
     show,
     type_name,
 )
@@ -121,9 +121,7 @@ def label_selector(value: object) -> models.LabelSelector | None:
 
 def _pod_affinity_term(value: object) -> models.PodAffinityTerm:
     term = as_object(value, "")
-    topology_key = as_str(term.get("topologyKey"), "topologyKey")
-    if not topology_key:
-        raise BadField("topologyKey", "required")
+    topology_key = required_str(term, "topologyKey")
     namespaces = term.get("namespaces")
     match_keys = term.get("matchLabelKeys")
     mismatch_keys = term.get("mismatchLabelKeys")
