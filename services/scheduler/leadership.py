@@ -41,14 +41,15 @@ class Leadership:
         elector: leader.LeaderElector | None,
         settle_seconds: float,
         poke: Callable[[], None],
-        stopping: asyncio.Event,
+        stop: Callable[[], None],
     ) -> None:
         self.state = state
         self.metrics = metrics
         self.elector = elector
         self.settle_seconds = settle_seconds
         self.poke = poke
-        self.stopping = stopping
+        #: Asks the service to stop (what losing the Lease does).
+        self.stop = stop
         # Scheduling starts at this monotonic time: set when leading with a synced view and
         # serving (binders can reach us: since `serving_since`).
         self.settle_until: float | None = None
@@ -110,7 +111,7 @@ class Leadership:
         self.metrics.leader.set(0)
         log.error("lost %s: stopping; exit code 1", self._lease_name())
         self.exit_code = 1
-        self.stopping.set()
+        self.stop()
 
     def _lease_name(self) -> str:
         return self.elector.description if self.elector is not None else "no lease"

@@ -42,7 +42,7 @@ from kubernetes import client, dynamic
 from kubernetes.client.rest import ApiException
 
 from services.binder import settings as binder_settings
-from services.scheduler import main as scheduler_main
+from services.scheduler import settings as scheduler_settings
 from services.watcher import settings as watcher_settings
 from splitsched.core import profiles
 from splitsched.runtime import config, security
@@ -69,7 +69,7 @@ VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
 TLS_VALUES = CHART / "ci" / "tls-values.yaml"
 SERVICES = {
     "watcher": watcher_settings.SERVICE,
-    "scheduler": scheduler_main.SERVICE,
+    "scheduler": scheduler_settings.SERVICE,
     "binder": binder_settings.SERVICE,
 }
 #: Scheduler leader election on, everything else default.
@@ -261,7 +261,7 @@ def container(docs: Sequence[Manifest], component: str) -> Manifest:
 
 PARSERS = {
     "watcher": (watcher_settings.build_parser, watcher_settings.ENV_PREFIX),
-    "scheduler": (scheduler_main.build_parser, "SPLITSCHED_SCHEDULER"),
+    "scheduler": (scheduler_settings.build_parser, scheduler_settings.ENV_PREFIX),
     "binder": (binder_settings.build_parser, "SPLITSCHED_BINDER"),
 }
 

@@ -22,7 +22,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from services.binder import settings as binder_settings
-from services.scheduler import main as scheduler_main
+from services.scheduler import settings as scheduler_settings
 from services.scheduler.api import SchedulerApi
 from services.scheduler.state import SchedulerState
 from services.watcher import ring
@@ -97,9 +97,9 @@ def scheduler_state() -> SchedulerState:
 async def scheduler_server(argv: list[str]) -> AsyncIterator[str]:
     """The Scheduler API configured by the scheduler's own flags; yields its target."""
     args = config.parse_args(
-        scheduler_main.build_parser(), argv, env_prefix="SPLITSCHED_TEST_UNUSED", environ={}
+        scheduler_settings.build_parser(), argv, env_prefix="SPLITSCHED_TEST_UNUSED", environ={}
     )
-    sec = security.from_args(args, service=scheduler_main.SERVICE)
+    sec = security.from_args(args, service=scheduler_settings.SERVICE)
     api = SchedulerApi(state=scheduler_state(), on_change=lambda: None)
     srv = await grpcsrv.serve(
         listen="127.0.0.1:0",

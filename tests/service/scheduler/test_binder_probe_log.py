@@ -15,7 +15,7 @@ import pytest
 
 from services.scheduler import dispatch
 from services.scheduler import main as scheduler_main
-from splitsched.runtime import config
+from services.scheduler.settings import SchedulerSettings
 
 
 def closed_port() -> int:
@@ -26,13 +26,9 @@ def closed_port() -> int:
 
 async def probe_twice(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     binders = f"127.0.0.1:{closed_port()}"
-    args = config.parse_args(
-        scheduler_main.build_parser(),
-        ["--binders", binders],
-        env_prefix="SPLITSCHED_TEST_UNUSED",
-        environ={},
-    )
-    svc = scheduler_main.SchedulerService(args)
+    settings = SchedulerSettings.load(["--binders", binders], environ={})
+    svc = scheduler_main.SchedulerService(settings)
+    await svc.open()
     task = asyncio.create_task(svc.binder_probe_loop())
     try:
         for _ in range(200):  # the first round's failure (up to 10 s), or none

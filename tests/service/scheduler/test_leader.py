@@ -27,12 +27,13 @@ from services.binder.reporter import OutcomeReporter
 from services.binder.worker import BindingPool
 from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi
+from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Outcome, SchedulerState
 from splitsched.core import algorithm, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import config, grpcsrv
+from splitsched.runtime import grpcsrv
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 T = TypeVar("T")
@@ -244,16 +245,12 @@ def test_standby_is_not_ready_unless_told_and_never_serves_reports() -> None:
     async def body() -> list[bool]:
         seen = []
         for extra in ([], ["--standby-ready"]):
-            args = config.parse_args(
-                scheduler_main.build_parser(),
-                ["--leader-elect", "--kubeconfig", "/nonexistent", *extra],
-                env_prefix="SPLITSCHED_TEST_UNUSED",
-                environ={},
+            settings = SchedulerSettings.load(
+                ["--leader-elect", "--kubeconfig", "/nonexistent", *extra], environ={}
             )
-            args.settle_seconds = 3.0
-            # Without __init__ (it would load the kubeconfig): ready() reads only these.
+            # Without __init__ (it would build the algorithm): ready() reads only these.
             service = scheduler_main.SchedulerService.__new__(scheduler_main.SchedulerService)
-            service.args = args
+            service.settings = settings
             service.state = bare_state(leading=False)
             service.binders_ok = True
             seen.append(service.ready())

@@ -18,7 +18,7 @@ from typing import Any
 import grpc
 
 from services.scheduler import main as scheduler_main
-from splitsched.runtime import config
+from services.scheduler.settings import SchedulerSettings
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 from tests.support.builders import small_node as node
 from tests.support.builders import splitsched_pod as pod
@@ -67,14 +67,11 @@ def free_port() -> int:
 
 @asynccontextmanager
 async def service(binders: str) -> AsyncIterator[scheduler_main.SchedulerService]:
-    args = config.parse_args(
-        scheduler_main.build_parser(),
-        ["--binders", binders, "--bind-timeout", "30"],
-        env_prefix="SPLITSCHED_TEST_UNUSED",
-        environ={},
+    settings = SchedulerSettings.load(
+        ["--binders", binders, "--bind-timeout", "30", "--settle-seconds", "0"], environ={}
     )
-    args.settle_seconds = 0.0
-    svc = scheduler_main.SchedulerService(args)
+    svc = scheduler_main.SchedulerService(settings)
+    await svc.open()
     try:
         yield svc
     finally:

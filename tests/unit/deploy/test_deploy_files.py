@@ -40,7 +40,7 @@ import pytest
 import yaml
 
 from services.binder import settings as binder_settings
-from services.scheduler import main as scheduler_main
+from services.scheduler import settings as scheduler_settings
 from services.watcher import settings as watcher_settings
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -52,7 +52,7 @@ FIRST_PARTY = ("splitsched", "services")
 SERVICES = ("watcher", "scheduler", "binder")
 PARSERS = {
     "watcher": watcher_settings.build_parser,
-    "scheduler": scheduler_main.build_parser,
+    "scheduler": scheduler_settings.build_parser,
     "binder": binder_settings.build_parser,
 }
 

@@ -12,14 +12,18 @@ from pathlib import Path
 import pytest
 
 from services.binder import settings as binder_settings
-from services.scheduler import main as scheduler_main
+from services.scheduler import settings as scheduler_settings
 from services.watcher import settings as watcher_settings
 from splitsched.runtime import config, grpcsrv, security
 from tests.support import certs
 
 Parser = Callable[[], argparse.ArgumentParser]
 SERVICES: dict[str, tuple[Parser, str, object]] = {
-    "scheduler": (scheduler_main.build_parser, "SPLITSCHED_SCHEDULER", scheduler_main.SERVICE),
+    "scheduler": (
+        scheduler_settings.build_parser,
+        scheduler_settings.ENV_PREFIX,
+        scheduler_settings.SERVICE,
+    ),
     "binder": (binder_settings.build_parser, binder_settings.ENV_PREFIX, binder_settings.SERVICE),
     "watcher": (
         watcher_settings.build_parser,

@@ -32,7 +32,7 @@ def new_leadership(*, settle_seconds: float, leading: bool = True) -> tuple[Lead
         elector=None,
         settle_seconds=settle_seconds,
         poke=lambda: pokes.append(1),
-        stopping=asyncio.Event(),
+        stop=lambda: None,
     )
     return leadership, pokes
 
@@ -72,7 +72,9 @@ def test_winning_the_lease_settles_again_and_losing_it_stops_with_exit_code_1() 
     leadership.started_leading()
     assert leadership.state.leading and leadership.settle_until is None
     assert leader_gauge(leadership) == 1 and pokes == [1]
+    stopped = asyncio.Event()
+    leadership.stop = stopped.set
     leadership.stopped_leading()
     assert not leadership.state.leading
     assert leader_gauge(leadership) == 0
-    assert leadership.exit_code == 1 and leadership.stopping.is_set()
+    assert leadership.exit_code == 1 and stopped.is_set()
