@@ -22,7 +22,6 @@ modules are its inside.
 
 from __future__ import annotations
 
-from splitsched.core.convert import fast
 from splitsched.core.convert.cluster import load_cluster
 from splitsched.core.convert.fields import ConversionError
 from splitsched.core.convert.nodes import node_from_k8s
@@ -44,7 +43,3 @@ __all__ = [
     "node_from_k8s",
     "pod_from_k8s",
 ]
-
-# The fast constructors under the names tests/unit/test_convert.py checks them by; new
-# code and tests use `convert.fast.Pod` etc.
-_Pod, _Taint, _Toleration = fast.Pod, fast.Taint, fast.Toleration

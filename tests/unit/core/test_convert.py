@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from splitsched.core import models
-from splitsched.core.convert import ConversionError, load_cluster, node_from_k8s, pod_from_k8s
+from splitsched.core.convert import ConversionError, fast, load_cluster, node_from_k8s, pod_from_k8s
 
 DATA = Path(__file__).parent / "data"
 MI = 1024**2
@@ -926,17 +926,16 @@ def test_load_cluster_errors_name_the_item() -> None:
 
 
 def test_fast_constructors_build_equal_objects_with_defaults() -> None:
-    from splitsched.core import convert
 
-    assert convert._Toleration(key="k") == models.Toleration("k")
-    assert convert._Pod(uid="u", namespace="n", name="p") == models.Pod("u", "n", "p")
-    pod = convert._Pod(
+    assert fast.Toleration(key="k") == models.Toleration("k")
+    assert fast.Pod(uid="u", namespace="n", name="p") == models.Pod("u", "n", "p")
+    pod = fast.Pod(
         uid="u", namespace="n", name="p", containers=(models.Container("c", {"cpu": 5}),)
     )
-    other = convert._Pod(uid="u", namespace="n", name="p")
+    other = fast.Pod(uid="u", namespace="n", name="p")
     assert pod.labels is not other.labels  # default_factory: a fresh dict each time
     assert pod.requests == {"cpu": 5}  # the init=False cache slot is initialised
-    assert hash(convert._Taint(key="a", value="b", effect="NoSchedule")) == hash(
+    assert hash(fast.Taint(key="a", value="b", effect="NoSchedule")) == hash(
         models.Taint("a", "b", "NoSchedule")
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
