@@ -6,12 +6,16 @@ Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging a
 `watch_event` span that starts a pending pod's trace. Applies the watcher-level
 scheduler-name filter, and fingerprints what a scheduler reads of each object so updates
 that change none of it are absorbed (`ring.ClusterHub.upsert`, `raw_pod_fingerprint`).
+
+The stream carries only what scheduling reads (docs/api.md, "What the watcher streams"):
+the typed messages of `splitsched.v1.types` have no place for env, command, args, images,
+probes or volumes, and of the annotations only `STREAMED_ANNOTATIONS` pass.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableMapping
 from datetime import datetime
 from typing import Any
 
@@ -20,7 +24,14 @@ import orjson
 from services.watcher import ring
 from splitsched import wire
 from splitsched.core import models
-from splitsched.core.convert import ConversionError, node_from_k8s, pod_from_k8s
+from splitsched.core.convert import (
+    GROUP_ANNOTATION,
+    MIN_MEMBER_ANNOTATION,
+    POD_GROUP_MIN_MEMBER,
+    ConversionError,
+    node_from_k8s,
+    pod_from_k8s,
+)
 from splitsched.runtime import tracing
 from splitsched.v1 import types_pb2
 
@@ -28,6 +39,13 @@ from splitsched.v1 import types_pb2
 log = logging.getLogger("services.watcher.listwatch")
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+#: The only annotations put on the stream: the pod-group keys the conversion reads into
+#: `Pod.group`. No plugin reads any other, and annotations are where tools keep what
+#: must not spread (kubectl's last-applied-configuration holds the whole manifest with
+#: its env values; injectors keep secret paths and tokens there), so the rest stay in the
+#: API server. Labels all pass: selectors, affinity and spreading match on them.
+STREAMED_ANNOTATIONS = frozenset({GROUP_ANNOTATION, MIN_MEMBER_ANNOTATION, POD_GROUP_MIN_MEMBER})
 
 
 def _rfc3339(value: object) -> float | None:
@@ -63,6 +81,7 @@ class Converter:
         if pod.deleting:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
+        keep_streamed_annotations(msg.annotations)
         fingerprint = _fingerprint(msg)
         carrier = None
         if not pod.node_name and not pod.deleting and tracing.enabled():
@@ -86,6 +105,7 @@ class Converter:
             log.error("skipping node that cannot be read: %s", e)
             return None
         msg = wire.node_to_proto(node)
+        keep_streamed_annotations(msg.annotations)
         return ring.Entry(
             kind=ring.NODE,
             key=node.name,
@@ -108,6 +128,15 @@ class Converter:
             resource_version=msg.resource_version,
             body=ring.encode_body(msg, observed_at=now),
         )
+
+
+def keep_streamed_annotations(annotations: MutableMapping[str, str]) -> None:
+    """Drops, in place, every annotation not in `STREAMED_ANNOTATIONS`. Before the
+    fingerprint, so an update that changes only such annotations costs the scheduler
+    nothing."""
+    if annotations:
+        for key in [k for k in annotations if k not in STREAMED_ANNOTATIONS]:
+            del annotations[key]
 
 
 def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:

@@ -1,6 +1,6 @@
 """Builders for the objects tests feed the core and the services: nodes, pods, node tables,
-an algorithm over a cache, a scheduler state, watcher ring entries, and random small
-clusters for hypothesis.
+an algorithm over a cache, a scheduler state, watcher ring entries, API JSON full of what
+the watcher must not stream, and random small clusters for hypothesis.
 
 One vocabulary for every unit test: `node` and `pod` take keyword arguments for what a test
 cares about and default the rest the way an empty manifest would (a node allocates 110 pods
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -308,6 +309,87 @@ def pod_entry(name: str, rv: str, *, node: str = "", scheduler: str = "splitsche
         scheduler_name=scheduler,
         assigned=bool(node),
     )
+
+
+# ---- API JSON the watcher must trim ------------------------------------------------------------
+
+#: In every value of `leaky_pod_json` and `leaky_node_json` that must not reach the stream.
+SECRET_MARKER = "s3cr3t"
+
+
+def leaky_pod_json() -> dict[str, Any]:
+    """API JSON of a pending splitsched pod in gang "trio" (of 3), labelled app=web,
+    requesting 250m cpu, that also holds what the watcher must not stream: env (plain,
+    from secrets), envFrom, command, args, images, pull secrets, volumes and mounts, a
+    probe header, a service account, managedFields and secret-looking annotations, each
+    value containing `SECRET_MARKER`."""
+    applied = {"spec": {"containers": [{"env": [{"name": "DB", "value": "s3cr3t-applied"}]}]}}
+    app = {
+        "name": "app",
+        "image": "registry.example/s3cr3t-image:1",
+        "command": ["/s3cr3t-command"],
+        "args": ["--password=s3cr3t-args"],
+        "env": [
+            {"name": "DB_PASSWORD", "value": "s3cr3t-env-value"},
+            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s3cr3t-ref", "key": "t"}}},
+        ],
+        "envFrom": [{"secretRef": {"name": "s3cr3t-env-from"}}],
+        "resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "500m"}},
+        "volumeMounts": [{"name": "creds", "mountPath": "/s3cr3t-mount"}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080, "httpHeaders": [
+            {"name": "Authorization", "value": "Bearer s3cr3t-probe"}]}},
+    }  # fmt: skip
+    init = {
+        "name": "init",
+        "command": ["/s3cr3t-init"],
+        "env": [{"name": "K", "value": "s3cr3t-i"}],
+    }
+    return {
+        "metadata": {
+            "name": "leaky", "namespace": "ns", "uid": "uid-leaky", "resourceVersion": "7",
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+            "labels": {"app": "web"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied),
+                "vault.hashicorp.com/agent-inject-token": "s3cr3t-vault-token",
+                "example.com/api-key": "s3cr3t-api-key",
+                "splitsched.io/group": "trio",
+                "splitsched.io/min-member": "3",
+            },
+            "managedFields": [{"manager": "s3cr3t-manager", "operation": "Apply"}],
+        },
+        "spec": {
+            "schedulerName": "splitsched",
+            "serviceAccountName": "s3cr3t-account",
+            "imagePullSecrets": [{"name": "s3cr3t-pull"}],
+            "containers": [app],
+            "initContainers": [init],
+            "volumes": [
+                {"name": "creds", "secret": {"secretName": "s3cr3t-volume"}},
+                {"name": "cfg", "configMap": {"name": "s3cr3t-config-map"}},
+                {"name": "host", "hostPath": {"path": "/s3cr3t-host-path"}},
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+
+
+def leaky_node_json() -> dict[str, Any]:
+    """API JSON of a 2-cpu node labelled zone=a with annotations and node info that must
+    not reach the stream (each value containing `SECRET_MARKER`)."""
+    return {
+        "metadata": {
+            "name": "n1", "uid": "uid-n1", "resourceVersion": "3",
+            "labels": {ZONE: "a"},
+            "annotations": {"example.com/bmc-password": "s3cr3t-bmc",
+                            "flannel.alpha.coreos.com/public-ip": "s3cr3t-ip"},
+        },
+        "status": {
+            "allocatable": {"cpu": "2", "pods": "110"},
+            "nodeInfo": {"machineID": "s3cr3t-machine-id"},
+            "addresses": [{"type": "InternalIP", "address": "s3cr3t-address"}],
+        },
+    }  # fmt: skip
 
 
 # ---- random small clusters for the property tests ---------------------------------------------

@@ -40,13 +40,12 @@ from hypothesis import strategies as st
 from services.binder.server import BinderServicer
 from services.scheduler.state import SchedulerState
 from services.watcher import ring
-from services.watcher import server as watcher_server
 from splitsched import wire
 from splitsched.core import models
 from splitsched.core.clock import FakeClock
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, types_pb2, watcher_pb2
-from tests.support import builders, protofuzz
+from tests.support import builders, protofuzz, watcher
 from tests.support.binder import Harness, harness
 from tests.support.builders import node_entry, pod_entry
 from tests.support.fakes.kube import FakePod
@@ -180,16 +179,8 @@ async def watcher_serving() -> AsyncIterator[tuple[ring.ClusterHub, int]]:
     hub.upsert(pod_entry("p1", "11", node="n1"))
     hub.upsert(pod_entry("p2", "12"))
     hub.mark_synced()
-    service = watcher_server.WatcherService(hub)
-    srv = await grpcsrv.serve(
-        listen="127.0.0.1:0",
-        servicers=[(service.add_to_server, service)],
-        service_names=[watcher_server.SERVICE_NAME],
-    )
-    try:
-        yield hub, srv.port
-    finally:
-        await srv.stop(0)
+    async with watcher.serving(hub) as port:
+        yield hub, port
 
 
 @pytest.fixture(scope="module")
