@@ -259,7 +259,7 @@ def test_binder_gives_up_on_a_bound_pod_while_the_watch_lags(
     injected["watches cut"] = sum(cuts)
     faults_env.check_invariants(
         test=request.node.name,
-        fault="binders: every 201 lost, every pod GET 503; watch cut every 3s, +2s",
+        fault="binders: 201s lost, etcd pod GETs 503; watch cut every 3s, +2s",
         count=LAG_PODS,
         started=started,
         binding_proxies=[binder_proxy],
