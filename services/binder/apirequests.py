@@ -59,8 +59,15 @@ def binding(job: BindJob) -> ApiRequest:
     return ApiRequest("POST", path, body, what=f"binding {job.pod} to {job.node}")
 
 
-def read_pod(namespace: str, name: str) -> ApiRequest:
-    return ApiRequest("GET", _pod_path(namespace, name), what=f"pod {namespace}/{name}")
+def read_pod(namespace: str, name: str, *, cached: bool = False) -> ApiRequest:
+    """GET the pod; ``cached``: from the API server's watch cache (``resourceVersion=0``,
+    no etcd read; it may lag the newest write a little)."""
+    path = _pod_path(namespace, name) + ("?resourceVersion=0" if cached else "")
+    return ApiRequest("GET", path, what=f"pod {namespace}/{name}")
+
+
+def read_node(name: str) -> ApiRequest:
+    return ApiRequest("GET", f"/api/v1/nodes/{quote(name)}", what=f"node {name}")
 
 
 def create_event(event: dict[str, Any]) -> ApiRequest:

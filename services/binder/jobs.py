@@ -54,6 +54,8 @@ class BindJob:
     profile: str = ""
     trace_context: Mapping[str, str] = field(default_factory=dict)
     accepted_at: float = field(default_factory=time.monotonic)
+    #: Who asked (the caller's certificate identity), for the log line of a refusal.
+    caller: str = ""
 
     @property
     def pod(self) -> PodKey:
@@ -72,6 +74,8 @@ class PreemptJob:
     message: str = ""
     trace_context: Mapping[str, str] = field(default_factory=dict)
     accepted_at: float = field(default_factory=time.monotonic)
+    #: Who asked (the caller's certificate identity), for the log line of a refusal.
+    caller: str = ""
 
 
 @dataclass(frozen=True)

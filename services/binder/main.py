@@ -98,6 +98,7 @@ class Binder:
             workers=settings.workers,
             max_pending=settings.max_pending,
             preempt_deadline=settings.preempt_deadline,
+            profiles=settings.scheduler_names,
         )
         self._pool = pool
         pool.start()

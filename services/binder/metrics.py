@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 class BinderMetrics:
     """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog;
-    evictions by HTTP code and preemptions by result."""
+    evictions by HTTP code, preemptions by result, refusals by reason."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -49,6 +49,14 @@ class BinderMetrics:
             "splitsched_binder_preemptions_total",
             "Preemption outcomes by result (BOUND: nomination set and every victim evicted).",
             ["result"],
+            registry=self.registry,
+        )
+        self.refused = Counter(
+            "splitsched_binder_refused_total",
+            "Decisions refused although the caller was trusted, by reason: scheduler_name "
+            "(the pod is not for a profile this binder serves), victim_priority (a victim "
+            "not lower than its preemptor), node_missing.",
+            ["reason"],
             registry=self.registry,
         )
         self.reconnects = Counter(

@@ -16,7 +16,7 @@ import grpc
 
 from services.binder.jobs import BindJob, PodKey, PreemptJob
 from services.binder.worker import BindingPool
-from splitsched.runtime import tracing
+from splitsched.runtime import security, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -42,6 +42,22 @@ def name_problems(prefix: str, namespace: str, name: str) -> list[str]:
     return out
 
 
+def node_problem(node: str) -> str | None:
+    """Why `node` cannot name a Node (it goes into the path of the binder's node read)."""
+    if node and not (len(node) <= 253 and _DNS_SUBDOMAIN.fullmatch(node)):
+        return f"invalid request: node {node[:80]!r} is not a valid node name"
+    return None
+
+
+def caller_identity(context: Context) -> str:
+    """Who is calling, for the log line of a refusal: the identities of the client's
+    verified certificate, else its address."""
+    ids = security.peer_identities(context.auth_context())
+    if ids:
+        return ", ".join(sorted(ids))
+    return f"{context.peer()} (no client certificate)"
+
+
 def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
     """Why a BindRequest cannot be accepted, or None when it is well formed."""
     if not request.decision_id:
@@ -61,6 +77,8 @@ def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
     bad = name_problems("pod.", request.pod.namespace, request.pod.name)
     if bad:
         return f"invalid request: {'; '.join(bad)}"
+    if node_problem(request.node):
+        return node_problem(request.node)
     if not request.HasField("deadline"):
         return "invalid request: deadline is required"
     deadline = request.deadline.seconds + request.deadline.nanos / 1e9
@@ -69,7 +87,7 @@ def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
     return None
 
 
-def job_from_request(request: binder_pb2.BindRequest) -> BindJob:
+def job_from_request(request: binder_pb2.BindRequest, *, caller: str = "") -> BindJob:
     """The pool's job for a validated request (max_attempts defaulted and capped)."""
     attempts = request.max_attempts or DEFAULT_MAX_ATTEMPTS
     return BindJob(
@@ -83,6 +101,7 @@ def job_from_request(request: binder_pb2.BindRequest) -> BindJob:
         node_version=request.node_version,
         profile=request.profile,
         trace_context=dict(request.trace_context),
+        caller=caller,
     )
 
 
@@ -106,6 +125,8 @@ def validate_preempt(request: binder_pb2.PreemptRequest) -> str | None:
     bad = name_problems("preemptor.", pod.namespace, pod.name)
     if bad:
         return f"invalid request: {'; '.join(bad)}"
+    if node_problem(request.node):
+        return node_problem(request.node)
     if len(request.victims) > MAX_VICTIMS:
         return f"invalid request: {len(request.victims)} victims (at most {MAX_VICTIMS})"
     seen: set[tuple[str, str]] = {(pod.namespace, pod.name)}
@@ -128,7 +149,9 @@ def validate_preempt(request: binder_pb2.PreemptRequest) -> str | None:
     return None
 
 
-def preempt_job_from_request(request: binder_pb2.PreemptRequest, *, deadline: float) -> PreemptJob:
+def preempt_job_from_request(
+    request: binder_pb2.PreemptRequest, *, deadline: float, caller: str = ""
+) -> PreemptJob:
     """The pool's job for a validated request."""
     pod = request.preemptor
     return PreemptJob(
@@ -141,6 +164,7 @@ def preempt_job_from_request(request: binder_pb2.PreemptRequest, *, deadline: fl
         deadline=deadline,
         message=request.message,
         trace_context=dict(request.trace_context),
+        caller=caller,
     )
 
 
@@ -151,10 +175,10 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
         self._pool = pool
         self._clock = clock
 
-    def _bind_one(self, request: binder_pb2.BindRequest) -> binder_pb2.BindResponse:
+    def _bind_one(self, request: binder_pb2.BindRequest, caller: str) -> binder_pb2.BindResponse:
         reason = validate_bind(request, now=self._clock())
         if reason is None:
-            reason = self._pool.submit(job_from_request(request))
+            reason = self._pool.submit(job_from_request(request, caller=caller))
         return binder_pb2.BindResponse(
             decision_id=request.decision_id, accepted=reason is None, reason=reason or ""
         )
@@ -164,7 +188,7 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
     ) -> binder_pb2.BindResponse:
         if tracing.enabled() and not request.trace_context:
             request.trace_context.update(tracing.from_metadata(context.invocation_metadata()))
-        return self._bind_one(request)
+        return self._bind_one(request, caller_identity(context))
 
     async def BindBatch(
         self, request: binder_pb2.BindBatchRequest, context: Context
@@ -175,7 +199,9 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
             for r in request.requests if carrier else ():
                 if not r.trace_context:
                     r.trace_context.update(carrier)
-        return binder_pb2.BindBatchResponse(responses=[self._bind_one(r) for r in request.requests])
+        caller = caller_identity(context)
+        responses = [self._bind_one(r, caller) for r in request.requests]
+        return binder_pb2.BindBatchResponse(responses=responses)
 
     async def ReportUnschedulable(
         self, request: binder_pb2.UnschedulableReport, context: Context
@@ -202,6 +228,9 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
     ) -> binder_pb2.BinderAck:
         reason = validate_preempt(request)
         if reason is None:
-            job = preempt_job_from_request(request, deadline=self._pool.preemption_deadline())
+            job = preempt_job_from_request(
+                request, deadline=self._pool.preemption_deadline(),
+                caller=caller_identity(context),
+            )  # fmt: skip
             reason = self._pool.submit_preemption(job)
         return binder_pb2.BinderAck(accepted=reason is None, reason=reason or "")

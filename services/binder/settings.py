@@ -3,7 +3,8 @@ stacks pass them; each is also ``SPLITSCHED_BINDER_<NAME>`` or a ``--config`` ke
 `BinderSettings`, resolved once by `BinderSettings.load`.
 
 Checked when built, with errors that name the flag: a binder needs the scheduler's
-address to report to, at least one worker and a positive preemption deadline. The
+address to report to, at least one worker, a positive preemption deadline and at least one
+profile it serves (``--scheduler-names``). The
 replica id is fixed here (hostname-pid unless ``--binder-id``).
 """
 
@@ -15,6 +16,7 @@ import socket
 from dataclasses import dataclass
 from typing import Self
 
+from services.binder import guard
 from splitsched.runtime import security
 from splitsched.runtime import settings as shared
 from splitsched.runtime.config import ConfigError
@@ -64,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=100_000,
         help="outcomes buffered for the scheduler before workers wait",
     )
+    parser.add_argument(
+        "--scheduler-names",
+        nargs="*",
+        default=list(guard.DEFAULT_PROFILES),
+        help="the profiles (schedulerNames) served: a pod with another spec.schedulerName "
+        "is refused (comma- or space-separated; default: splitsched)",
+    )
     # Every Binder RPC acts on the cluster: with --trusted-clients, only the scheduler's.
     security.add_flags(parser, restricted=[m.name for m in SERVICE.methods])
     return parser
@@ -91,6 +100,8 @@ class BinderSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=build
     report_flush_timeout: float
     #: Outcomes buffered for the scheduler before workers wait.
     max_report_buffer: int
+    #: The profiles served: pods (and preemptors) with another schedulerName are refused.
+    scheduler_names: tuple[str, ...]
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Self:
@@ -101,6 +112,9 @@ class BinderSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=build
         shared.at_least(args.max_pending, 1, flag="--max-pending")
         if args.preempt_deadline <= 0:
             raise ConfigError("--preempt-deadline must be positive")
+        scheduler_names = shared.split_names(args.scheduler_names)
+        if not scheduler_names:
+            raise ConfigError("--scheduler-names must name at least one profile")
         return cls(
             common=shared.common_from_args(args, service=SERVICE),
             scheduler=args.scheduler,
@@ -113,4 +127,5 @@ class BinderSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=build
             preempt_deadline=args.preempt_deadline,
             report_flush_timeout=args.report_flush_timeout,
             max_report_buffer=args.max_report_buffer,
+            scheduler_names=scheduler_names,
         )

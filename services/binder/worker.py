@@ -28,9 +28,10 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 
 from services.binder import jobs
+from services.binder.admission import Admission
 from services.binder.binding import Bindings
 from services.binder.events import EventSource
 from services.binder.jobs import (
@@ -45,7 +46,7 @@ from services.binder.jobs import (
 )
 from services.binder.kubeapi import KubeClient
 from services.binder.metrics import BinderMetrics
-from services.binder.preemption import Preempter
+from services.binder.preemption import Preempter, PreemptionResult
 from services.binder.recorder import Recorder
 from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
@@ -78,6 +79,7 @@ class BindingPool:
         backoff_cap: float = 5.0,
         event_controller: str = "splitsched",
         preempt_deadline: float = 30.0,
+        profiles: Collection[str] | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -94,6 +96,13 @@ class BindingPool:
         retrier = Retrier(kube, backoff=backoff, clock=clock, sleep=sleep)
         self._bindings = Bindings(retrier=retrier, metrics=metrics)
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
+        #: The refusals of ``services.binder.guard`` (main always passes ``profiles``;
+        #: None, for tests of other parts: no checks, no reads before the writes).
+        self._admission = (
+            None
+            if profiles is None
+            else Admission(retrier=retrier, metrics=metrics, profiles=profiles)
+        )
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
         self._queue: asyncio.Queue[BindJob] = asyncio.Queue(maxsize=self._max_pending)
@@ -303,6 +312,9 @@ class BindingPool:
             self._written.add(job.decision_id)
 
         try:
+            refused = None if self._admission is None else await self._admission.binding(job)
+            if refused is not None:
+                return refused
             return await self._bindings.bind(job, writing=writing, span=span)
         except asyncio.CancelledError:
             raise
@@ -376,7 +388,12 @@ class BindingPool:
 
         evicted: tuple[PodKey, ...] = ()
         try:
-            preempted = await self._preempter.run(job, evicting=evicting)
+            refused = None if self._admission is None else await self._admission.preemption(job)
+            preempted = (
+                PreemptionResult(refused, ())
+                if refused is not None
+                else await self._preempter.run(job, evicting=evicting)
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, not an API answer: report it

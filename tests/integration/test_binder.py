@@ -38,6 +38,7 @@ BINDER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
 ]
 
@@ -133,6 +134,29 @@ def test_bind_sets_node_name_writes_scheduled_event_and_reports_bound(
     assert event.involved_object.uid == uid
     assert event.involved_object.kind == "Pod"
     assert event.reporting_component == "splitsched"
+
+
+def test_a_pod_of_another_scheduler_or_a_missing_node_is_refused_and_stays_pending(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str,
+    kwok_nodes: list[str], binder: BinderProcess,
+) -> None:  # fmt: skip
+    """The first attack of issue 17, from a caller the binder trusts: a pod of
+    default-scheduler, and a node that does not exist, are refused and nothing is bound."""
+    create_pods(
+        kube_api, namespace=namespace,
+        pods=[make_pod("theirs", scheduler_name="default-scheduler"), make_pod("ours")],
+    )  # fmt: skip
+    theirs, ours = (_pod(core_api, namespace, n).metadata.uid for n in ("theirs", "ours"))
+    _bind(binder, decision_id="d-theirs", namespace=namespace, name="theirs", uid=theirs,
+          node=kwok_nodes[0])  # fmt: skip
+    _bind(binder, decision_id="d-ghost", namespace=namespace, name="ours", uid=ours,
+          node=f"ghost-{uuid.uuid4().hex[:6]}")  # fmt: skip
+    for decision, reason in (("d-theirs", "scheduler_name"), ("d-ghost", "node_missing")):
+        outcome = binder.scheduler.outcome(decision)
+        assert outcome.result == Outcome.FAILED
+        assert outcome.message.startswith(f"refused by the binder ({reason})"), outcome.message
+    assert not _pod(core_api, namespace, "theirs").spec.node_name
+    assert not _pod(core_api, namespace, "ours").spec.node_name
 
 
 def test_already_bound_pod_same_node_is_bound_other_node_is_conflict(

@@ -31,7 +31,9 @@ from splitsched.testing.kube import (
     bind_pod,
     create_kwok_nodes,
     create_pods,
+    create_priority_classes,
     delete_nodes,
+    delete_priority_classes,
     make_pod,
     wait_for,
 )
@@ -60,6 +62,17 @@ def node(kube_api: client.ApiClient) -> Iterator[str]:
     )
     yield name
     delete_nodes(kube_api, [name])
+
+
+@pytest.fixture
+def high_class(kube_api: client.ApiClient) -> Iterator[str]:
+    """A PriorityClass above the victims' (none: 0): the binder evicts only pods of lower
+    priority than the preemptor's."""
+    classes = create_priority_classes(
+        kube_api, {"high": (1000, "PreemptLowerPriority")}, prefix="binder-preempt"
+    )
+    yield classes["high"]
+    delete_priority_classes(kube_api, classes)
 
 
 def _pod_or_none(core: client.CoreV1Api, namespace: str, name: str) -> Any:
@@ -131,12 +144,13 @@ def _metric(b: BinderProcess, line_start: str) -> float:
 
 def test_preempt_nominates_evicts_and_respects_the_pdb(
     core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, node: str,
-    binder: BinderProcess,
+    binder: BinderProcess, high_class: str,
 ) -> None:  # fmt: skip
     policy = client.PolicyV1Api(kube_api)
     create_pods(
         kube_api, namespace=namespace,
-        pods=[make_pod("db-0", labels={"app": "db"}), make_pod("batch-0"), make_pod("high")],
+        pods=[make_pod("db-0", labels={"app": "db"}), make_pod("batch-0"),
+              make_pod("high", priority_class_name=high_class)],
     )  # fmt: skip
     for victim in ("db-0", "batch-0"):
         assert bind_pod(kube_api, namespace=namespace, pod=victim, node=node) == 201
@@ -212,3 +226,26 @@ def test_preempt_nominates_evicts_and_respects_the_pdb(
             assert _metric(binder, line) == 1
     finally:
         policy.delete_namespaced_pod_disruption_budget("db-pdb", namespace)
+
+
+def test_a_victim_not_lower_than_its_preemptor_is_refused_and_keeps_running(
+    core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, node: str,
+    binder: BinderProcess, high_class: str,
+) -> None:  # fmt: skip
+    """A trusted caller asks to evict a pod as high as the preemptor: refused, nothing
+    written (no nomination, no eviction), counted."""
+    create_pods(
+        kube_api, namespace=namespace,
+        pods=[make_pod("peer", priority_class_name=high_class),
+              make_pod("high", priority_class_name=high_class)],
+    )  # fmt: skip
+    assert bind_pod(kube_api, namespace=namespace, pod="peer", node=node) == 201
+    peer, high = (core_api.read_namespaced_pod(n, namespace) for n in ("peer", "high"))
+    outcome = _preempt(binder, decision_id="pre-x", namespace=namespace, preemptor=high,
+                       node=node, victims=[peer])  # fmt: skip
+    assert outcome.result == Outcome.FAILED
+    assert outcome.message.startswith("refused by the binder (victim_priority)"), outcome.message
+    still = core_api.read_namespaced_pod("peer", namespace)
+    assert still.metadata.uid == peer.metadata.uid and still.metadata.deletion_timestamp is None
+    assert not core_api.read_namespaced_pod("high", namespace).status.nominated_node_name
+    assert _metric(binder, 'splitsched_binder_refused_total{reason="victim_priority"}') == 1

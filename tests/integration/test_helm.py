@@ -349,7 +349,8 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
         assert pod["securityContext"]["runAsNonRoot"] is True
 
     # The profiles ConfigMap is mounted where --profiles points, and the core accepts it;
-    # the watcher streams pending pods for exactly those schedulerNames.
+    # the watcher streams pending pods for exactly those schedulerNames, and the binders
+    # bind only those.
     configmap = one(docs, "ConfigMap", "scheduler")
     mounts = {m["name"]: m["mountPath"] for m in container(docs, "scheduler")["volumeMounts"]}
     [key] = configmap["data"]
@@ -357,6 +358,8 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
     loaded = profiles.load_profiles_yaml(configmap["data"][key])
     watched = {n for part in opts["watcher"].scheduler_names for n in part.split(",")}
     assert watched == set(loaded)
+    served = {n for part in opts["binder"].scheduler_names for n in part.split(",")}
+    assert served == set(loaded)
 
 
 # -- the API server validates every object ----------------------------------------------------

@@ -20,6 +20,7 @@ import grpc
 from aiohttp import web
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from services.binder.guard import DEFAULT_PROFILES
 from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
@@ -76,9 +77,11 @@ async def harness(
     backoff_cap: float = 0.05,
     kube: FakeKube | None = None,
     preempt_deadline: float = 30.0,
+    profiles: tuple[str, ...] | None = DEFAULT_PROFILES,
 ) -> AsyncIterator[Harness]:
     """A binder (pool, reporter, gRPC server) against `kube` (a fresh `FakeKube` by default)
-    and a `FakeScheduler` (down when `scheduler_up` is false), torn down after the block."""
+    and a `FakeScheduler` (down when `scheduler_up` is false), torn down after the block;
+    it refuses pods of other `profiles` as `main` does (None: no checks)."""
     kube = kube if kube is not None else FakeKube()
     runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
@@ -107,7 +110,7 @@ async def harness(
         kube=client, reporter=reporter, metrics=metrics, binder_id="binder-test",
         workers=workers, max_pending=max_pending, backoff_base=backoff_base,
         backoff_cap=backoff_cap, sleep=recording_sleep, rng=random.Random(7),
-        preempt_deadline=preempt_deadline,
+        preempt_deadline=preempt_deadline, profiles=profiles,
     )  # fmt: skip
     pool.start()
     server = await grpcsrv.serve(

@@ -25,6 +25,8 @@ from tests.support.binder import Harness, eventually, harness, run
 from tests.support.fakes.kube import PDB_MESSAGE, FakePod, PreemptKube, Scripted
 
 Outcome = scheduler_pb2.BindingOutcome
+#: The preemptors' spec.priority (the victims have none: 0), as kube-scheduler would pick.
+HIGH = 1000
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -52,7 +54,7 @@ def preempt_request(
 
 
 def setup_pods(kube: PreemptKube, *, victims: tuple[str, ...] = ("v1", "v2")) -> None:
-    kube.pods[("ns", "high")] = FakePod(uid="uid-high")
+    kube.pods[("ns", "high")] = FakePod(uid="uid-high", priority=HIGH)
     for name in victims:
         kube.pods[("ns", name)] = FakePod(uid=f"uid-{name}", node="node-a")
 
@@ -305,14 +307,14 @@ def test_preemptor_gone_or_recreated_is_pod_gone_and_evicts_nothing() -> None:
             outcome = await h.outcome("gone")
             assert outcome.result == Outcome.POD_GONE
             assert outcome.last_http_status == 404
-            kube.pods[("ns", "high")] = FakePod(uid="uid-high-2")  # re-created
+            kube.pods[("ns", "high")] = FakePod(uid="uid-high-2", priority=HIGH)  # re-created
             await accept(h, preempt_request("recreated"))
             outcome = await h.outcome("recreated")
             assert outcome.result == Outcome.POD_GONE
             assert "re-created" in outcome.message
             assert outcome.last_http_status == 422
             assert ("ns", "high") not in kube.nominated
-            kube.pods[("ns", "high")] = FakePod(uid="uid-high", deleting=True)
+            kube.pods[("ns", "high")] = FakePod(uid="uid-high", deleting=True, priority=HIGH)
             await accept(h, preempt_request("deleting"))
             outcome = await h.outcome("deleting")
             assert outcome.result == Outcome.POD_GONE
@@ -417,7 +419,7 @@ def test_shutdown_interrupts_preemptions_and_refuses_new_ones() -> None:
         kube = PreemptKube()
         async with harness(kube=kube) as h:
             setup_pods(kube)
-            kube.pods[("ns", "high2")] = FakePod(uid="uid-high2")
+            kube.pods[("ns", "high2")] = FakePod(uid="uid-high2", priority=HIGH)
             kube.evict_script[("ns", "v1")] = [Scripted(201, hold=asyncio.Event())]  # never
             kube.patch_script[("ns", "high2")] = [Scripted(200, hold=asyncio.Event())]
             await accept(h, preempt_request("p1"))

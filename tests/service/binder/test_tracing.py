@@ -118,10 +118,17 @@ def test_binder_bind_span_continues_the_trace_with_a_child_per_attempt(
 
 
 class FakeContext:
-    """The one ServicerContext method the Bind handler reads."""
+    """The ServicerContext methods the Bind handler reads: the metadata, and who calls
+    (a plaintext client here)."""
 
     def __init__(self, metadata: list[tuple[str, str]]) -> None:
         self._metadata = metadata
 
     def invocation_metadata(self) -> list[tuple[str, str]]:
         return self._metadata
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return {}
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:1"

@@ -4,8 +4,9 @@ a fault.
 
 `FakeKube` serves the Binding subresource (201; 409 for a pod already assigned or another
 uid; 404 for a pod that is gone; or a scripted status, Retry-After, connection reset or
-held answer), GET of a pod, the pods/status PATCH and Events. `PreemptKube` adds what a
-preemption touches: the merge PATCH of pods/status (404 gone, 422 for another
+held answer), GET of a pod (with its schedulerName and priority) and of a node (every
+node exists but ``missing_nodes``), the pods/status PATCH and Events. `PreemptKube` adds
+what a preemption touches: the merge PATCH of pods/status (404 gone, 422 for another
 ``metadata.uid``) and the Eviction subresource (404 gone, 409 uid precondition failed, 429
 with a ``DisruptionBudget`` cause when a PodDisruptionBudget allows no disruption, else the
 pod is deleted), both scriptable too. Tests serve ``app()`` on a loopback port and read what
@@ -29,6 +30,8 @@ class FakePod:
     uid: str
     node: str = ""
     deleting: bool = False
+    scheduler_name: str = "splitsched"
+    priority: int | None = None  # spec.priority (None: unset)
 
 
 @dataclass
@@ -53,11 +56,16 @@ class FakeKube:
     patches: list[tuple[str, str, str, dict[str, Any]]] = field(default_factory=list)
     hold_all: asyncio.Event | None = None
     holds: list[asyncio.Event] = field(default_factory=list)
+    #: Node names a GET answers 404 for (every other node exists).
+    missing_nodes: set[str] = field(default_factory=set)
+    #: The paths of every GET of a pod or a node, in arrival order.
+    reads: list[str] = field(default_factory=list)
 
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._bind)
         app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", self._get_pod)
+        app.router.add_get("/api/v1/nodes/{name}", self._get_node)
         app.router.add_patch("/api/v1/namespaces/{ns}/pods/{name}/status", self._patch_status)
         app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", self._event)
         app.router.add_get("/readyz", self._readyz)
@@ -116,15 +124,25 @@ class FakeKube:
 
     async def _get_pod(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
+        self.reads.append(request.path)
         pod = self.pods.get((ns, name))
         if pod is None:
             return self._status(404, f'pods "{name}" not found')
         meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": pod.uid}
         if pod.deleting:
             meta["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-        return web.json_response(
-            {"kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": {"nodeName": pod.node}}
-        )
+        spec: dict[str, Any] = {"nodeName": pod.node, "schedulerName": pod.scheduler_name}
+        if pod.priority is not None:
+            spec["priority"] = pod.priority
+        return web.json_response({"kind": "Pod", "apiVersion": "v1", "metadata": meta,
+                                  "spec": spec})  # fmt: skip
+
+    async def _get_node(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        self.reads.append(request.path)
+        if name in self.missing_nodes:
+            return self._status(404, f'nodes "{name}" not found')
+        return web.json_response({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}})
 
     async def _patch_status(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]

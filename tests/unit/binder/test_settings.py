@@ -52,3 +52,13 @@ def test_unusable_values_name_the_flag(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         BinderSettings.load(argv, environ={})
     assert str(err.value) == message
+
+
+def test_the_profiles_served_default_to_splitsched_and_cannot_be_none() -> None:
+    assert BinderSettings.load(SCHEDULER, environ={}).scheduler_names == ("splitsched",)
+    both = BinderSettings.load([*SCHEDULER, "--scheduler-names", "a,b", "c"], environ={})
+    assert both.scheduler_names == ("a", "b", "c")
+    env = {"SPLITSCHED_BINDER_SCHEDULER_NAMES": "x,y"}
+    assert BinderSettings.load(SCHEDULER, environ=env).scheduler_names == ("x", "y")
+    with pytest.raises(ConfigError, match="--scheduler-names must name at least one"):
+        BinderSettings.load([*SCHEDULER, "--scheduler-names", ","], environ={})

@@ -1,0 +1,163 @@
+"""The reads behind the binder's refusals (``services.binder.guard`` decides): before a
+Binding, one GET of the pod (from the API server's watch cache) and of the node; before a
+preemption, the preemptor, the node and each victim. Nothing is written for a refused
+decision, nor for one whose pod cannot be read.
+
+Used by ``services.binder.worker`` for every binding and preemption. A node seen to exist
+is remembered for ``NODE_TTL`` seconds, so a burst of bindings to one node reads it once.
+Each refusal is logged with the caller's identity and counted in
+``splitsched_binder_refused_total{reason}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, cast
+
+from services.binder import apirequests, classify, guard
+from services.binder.apirequests import ApiRequest
+from services.binder.jobs import (
+    DEADLINE_EXCEEDED,
+    FAILED,
+    BindJob,
+    BindResult,
+    PodKey,
+    PreemptJob,
+)
+from services.binder.metrics import BinderMetrics
+from services.binder.retrying import Retrier
+
+log = logging.getLogger(__name__)
+
+#: Seconds a node read to exist is not read again.
+NODE_TTL = 30.0
+#: Victims read at once.
+READ_CONCURRENCY = 16
+
+
+class Admission:
+    """Reads what a decision touches and refuses what ``guard`` refuses."""
+
+    def __init__(
+        self,
+        *,
+        retrier: Retrier,
+        metrics: BinderMetrics,
+        profiles: Collection[str],
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._retrier = retrier
+        self._metrics = metrics
+        self.profiles = frozenset(profiles)
+        self._monotonic = monotonic
+        self._nodes_seen: dict[str, float] = {}
+
+    async def binding(self, job: BindJob) -> BindResult | None:
+        """None when ``job`` may be bound, else the result to report instead."""
+        what = f"binding {job.pod} to {job.node}"
+        pod = await self._read_pod(job.pod, deadline=job.deadline)
+        if pod is None or isinstance(pod, BindResult):
+            return pod
+        refusal = guard.foreign_pod(pod, who=f"pod {job.pod}", profiles=self.profiles)
+        if refusal is not None:
+            return self._refuse(refusal, what=what, caller=job.caller)
+        return await self._node(job.node, deadline=job.deadline, what=what, caller=job.caller)
+
+    async def preemption(self, job: PreemptJob) -> BindResult | None:
+        """None when ``job`` may go ahead, else the result to report instead."""
+        what = f"preemption for {job.preemptor} on {job.node}"
+        pod = await self._read_pod(job.preemptor, deadline=job.deadline)
+        if pod is None or isinstance(pod, BindResult):
+            return pod
+        who = f"preemptor {job.preemptor}"
+        refusal = guard.foreign_pod(pod, who=who, profiles=self.profiles)
+        if refusal is not None:
+            return self._refuse(refusal, what=what, caller=job.caller)
+        missing = await self._node(job.node, deadline=job.deadline, what=what, caller=job.caller)
+        if missing is not None:
+            return missing
+        return await self._victims(job, preemptor_priority=guard.priority(pod), what=what)
+
+    async def _victims(
+        self, job: PreemptJob, *, preemptor_priority: int, what: str
+    ) -> BindResult | None:
+        limit = asyncio.Semaphore(READ_CONCURRENCY)
+
+        async def check(victim: PodKey) -> BindResult | guard.Refusal | None:
+            async with limit:
+                pod = await self._read_pod(victim, deadline=job.deadline)
+            if pod is None or isinstance(pod, BindResult):
+                return pod  # None: gone, and its uid-checked Eviction will say so
+            return guard.victim_not_lower(
+                pod, who=str(victim), preemptor=str(job.preemptor),
+                preemptor_priority=preemptor_priority,
+            )  # fmt: skip
+
+        for found in await asyncio.gather(*(check(v) for v in job.victims)):
+            if isinstance(found, guard.Refusal):
+                return self._refuse(found, what=what, caller=job.caller)
+            if found is not None:
+                return found
+        return None
+
+    async def _read_pod(
+        self, pod: PodKey, *, deadline: float
+    ) -> Mapping[str, Any] | BindResult | None:
+        """The pod's JSON; None when it is gone or re-created (another uid): nothing to
+        check, the uid-checked write that follows fails and says so; the result to report
+        when it cannot be read. Read from the API server's cache first (the fields
+        checked never change); a pod the cache does not show is read again from etcd, as
+        the cache may lag a little."""
+        for cached in (True, False):
+            request = apirequests.read_pod(pod.namespace, pod.name, cached=cached)
+            answer = await self._get(request, deadline)
+            if isinstance(answer, BindResult):
+                return answer
+            if answer.status == 200 and _uid(answer.body) == pod.uid:
+                return cast(Mapping[str, Any], answer.body)
+            if answer.status not in (200, 404):
+                message = f"reading {request.what}: {classify.http_error(answer)}"
+                return BindResult(FAILED, message, 0, answer.status)
+        return None
+
+    async def _node(
+        self, node: str, *, deadline: float, what: str, caller: str
+    ) -> BindResult | None:
+        """None when ``node`` exists (or was seen to within ``NODE_TTL``)."""
+        now = self._monotonic()
+        if self._nodes_seen.get(node, 0.0) > now:
+            return None
+        answer = await self._get(apirequests.read_node(node), deadline)
+        if isinstance(answer, BindResult):
+            return answer
+        refusal = guard.missing_node(node, status=answer.status)
+        if refusal is not None:
+            return self._refuse(refusal, what=what, caller=caller)
+        if answer.status != 200:
+            message = f"reading node {node}: {classify.http_error(answer)}"
+            return BindResult(FAILED, message, 0, answer.status)
+        self._nodes_seen[node] = now + NODE_TTL
+        if len(self._nodes_seen) > 100_000:  # forget the expired ones now and then
+            self._nodes_seen = {n: t for n, t in self._nodes_seen.items() if t > now}
+        return None
+
+    async def _get(self, request: ApiRequest, deadline: float) -> classify.Answer | BindResult:
+        done = await self._retrier.send(request, deadline=deadline)
+        if done.value is None:
+            message = f"reading {request.what}: {done.error}"
+            return BindResult(DEADLINE_EXCEEDED, message, done.attempts, done.last_status)
+        return done.value
+
+    def _refuse(self, refusal: guard.Refusal, *, what: str, caller: str) -> BindResult:
+        log.warning("refused %s asked by %s: %s", what, caller or "unknown caller",
+                    refusal.message)  # fmt: skip
+        self._metrics.refused.labels(reason=refusal.reason.value).inc()
+        return refusal.result(attempts=0, status=0)
+
+
+def _uid(body: Any) -> str:
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    return str(meta.get("uid") or "") if isinstance(meta, dict) else ""

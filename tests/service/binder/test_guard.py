@@ -1,0 +1,145 @@
+"""Defence in depth (issue 17): a binder called by a trusted client still refuses a pod of
+another scheduler, a victim not lower in priority than its preemptor and a node that does
+not exist. Each refusal writes nothing to the API, is reported FAILED (the scheduler
+requeues the pod with backoff, as for any failed bind), logged with the caller and
+counted. In process, against the fake API (``tests/support/fakes/kube.py``)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
+from tests.support.binder import Harness, add_pod, bind_request, harness, run
+from tests.support.fakes.kube import FakePod, PreemptKube
+
+Outcome = scheduler_pb2.BindingOutcome
+REFUSED = "refused by the binder"
+
+
+async def accept_bind(h: Harness, request: binder_pb2.BindRequest) -> None:
+    response = await h.stub.Bind(request)
+    assert response.accepted, response.reason
+
+
+async def accept_preempt(h: Harness, request: binder_pb2.PreemptRequest) -> None:
+    ack = await h.stub.Preempt(request)
+    assert ack.accepted, ack.reason
+
+
+def refused(h: Harness, reason: str) -> float:
+    value = h.metrics.registry.get_sample_value(
+        "splitsched_binder_refused_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+def ref(name: str) -> types_pb2.PodRef:
+    return types_pb2.PodRef(namespace="ns", name=name, uid=f"uid-{name}")
+
+
+def preempt(
+    decision_id: str, *, victims: tuple[str, ...], node: str = "node-a"
+) -> binder_pb2.PreemptRequest:
+    return binder_pb2.PreemptRequest(
+        decision_id=decision_id, preemptor=ref("high"), node=node,
+        victims=[ref(v) for v in victims],
+    )  # fmt: skip
+
+
+def test_a_pod_of_another_scheduler_is_not_bound(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="services.binder.admission")
+
+    async def body() -> None:
+        async with harness(profiles=("splitsched", "splitsched-binpack")) as h:
+            add_pod(h, "theirs")
+            h.kube.pods[("ns", "theirs")].scheduler_name = "default-scheduler"
+            add_pod(h, "binpack")
+            h.kube.pods[("ns", "binpack")].scheduler_name = "splitsched-binpack"
+            await accept_bind(h, bind_request("d1", "theirs", node="node-a"))
+            await accept_bind(h, bind_request("d2", "binpack", node="node-a"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.FAILED
+            assert outcome.message.startswith(f"{REFUSED} (scheduler_name): pod ns/theirs ")
+            assert "'default-scheduler'" in outcome.message
+            assert (await h.outcome("d2")).result == Outcome.BOUND
+            assert [name for _, _, name, _ in h.kube.bindings] == ["binpack"]
+            assert h.kube.pods[("ns", "theirs")].node == ""
+            assert not [e for e in h.kube.events if e["regarding"]["name"] == "theirs"]
+            assert refused(h, "scheduler_name") == 1
+
+    run(body())
+    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert line.startswith("refused binding ns/theirs to node-a asked by ipv4:127.0.0.1:")
+    assert "(no client certificate)" in line
+
+
+def test_a_node_that_does_not_exist_is_refused_and_one_that_does_is_read_once() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            for name in ("p1", "p2", "p3"):
+                add_pod(h, name)
+            h.kube.missing_nodes.add("ghost")
+            await accept_bind(h, bind_request("d1", "p1", node="ghost"))
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.FAILED
+            assert outcome.message == f"{REFUSED} (node_missing): node 'ghost' does not exist"
+            assert h.kube.bindings == []
+            for decision, name in (("d2", "p2"), ("d3", "p3")):
+                await accept_bind(h, bind_request(decision, name, node="node-a"))
+                assert (await h.outcome(decision)).result == Outcome.BOUND
+            assert h.kube.reads.count("/api/v1/nodes/node-a") == 1  # remembered
+            assert refused(h, "node_missing") == 1
+
+    run(body())
+
+
+def test_a_victim_not_lower_in_priority_is_not_evicted_and_nothing_is_written() -> None:
+    async def body() -> None:
+        kube = PreemptKube()
+        kube.pods[("ns", "high")] = FakePod(uid="uid-high", priority=1000)
+        kube.pods[("ns", "low")] = FakePod(uid="uid-low", node="node-a", priority=10)
+        kube.pods[("ns", "peer")] = FakePod(uid="uid-peer", node="node-a", priority=1000)
+        async with harness(kube=kube) as h:
+            await accept_preempt(h, preempt("x1", victims=("low", "peer")))
+            outcome = await h.outcome("x1")
+            assert outcome.result == Outcome.FAILED
+            assert outcome.message.startswith(f"{REFUSED} (victim_priority): victim ns/peer ")
+            assert "priority 1000, not lower than preemptor ns/high's 1000" in outcome.message
+            assert kube.writes == []  # no nomination, no eviction of either victim
+            assert ("ns", "peer") in kube.pods and ("ns", "low") in kube.pods
+            assert refused(h, "victim_priority") == 1
+            # Lower victims only: preempted as before.
+            await accept_preempt(h, preempt("x2", victims=("low",)))
+            assert (await h.outcome("x2")).result == Outcome.BOUND
+            assert kube.evicted_names() == ["low"]
+
+    run(body())
+
+
+def test_a_preemption_for_a_foreign_preemptor_or_a_missing_node_is_refused() -> None:
+    async def body() -> None:
+        kube = PreemptKube()
+        kube.pods[("ns", "high")] = FakePod(uid="uid-high", priority=1000)
+        kube.pods[("ns", "low")] = FakePod(uid="uid-low", node="node-a")
+        kube.missing_nodes.add("ghost")
+        async with harness(kube=kube) as h:
+            await accept_preempt(h, preempt("x1", victims=("low",), node="ghost"))
+            outcome = await h.outcome("x1")
+            assert outcome.message.startswith(f"{REFUSED} (node_missing)")
+            kube.pods[("ns", "high")].scheduler_name = "other"
+            await accept_preempt(h, preempt("x2", victims=("low",)))
+            outcome = await h.outcome("x2")
+            assert outcome.result == Outcome.FAILED
+            assert outcome.message.startswith(f"{REFUSED} (scheduler_name): preemptor ns/high ")
+            assert kube.writes == []
+            assert refused(h, "node_missing") == refused(h, "scheduler_name") == 1
+            assert (
+                h.metrics.registry.get_sample_value(
+                    "splitsched_binder_preemptions_total", {"result": "FAILED"}
+                )
+                == 2
+            )
+
+    run(body())
