@@ -4,12 +4,17 @@
 //
 //	go run . -server 127.0.0.1:50050 -pod default/web-0
 //
+// -ca, -cert and -key (env SPLITSCHED_CA, SPLITSCHED_CERT, SPLITSCHED_KEY, as for the
+// splitsched CLI) switch to TLS, mutual with cert and key; without them it is plaintext.
+//
 // Exit codes follow the splitsched CLI: 0 ok, 2 bad flags, 3 the server failed or could
 // not be reached, 4 the pod is not tracked by the scheduler.
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +25,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -30,9 +36,16 @@ func main() {
 	server := flag.String("server", envOr("SPLITSCHED_SERVER", "127.0.0.1:50050"), "scheduler gRPC address")
 	pod := flag.String("pod", "", "NAMESPACE/NAME of a pod to explain")
 	timeout := flag.Duration("timeout", 10*time.Second, "deadline of each call")
+	caFile := flag.String("ca", os.Getenv("SPLITSCHED_CA"), "CA bundle (PEM) to verify the server")
+	certFile := flag.String("cert", os.Getenv("SPLITSCHED_CERT"), "client certificate (PEM), mutual TLS")
+	keyFile := flag.String("key", os.Getenv("SPLITSCHED_KEY"), "client private key (PEM)")
 	flag.Parse()
 
-	conn, err := grpc.NewClient(*server, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds, err := transportCredentials(*caFile, *certFile, *keyFile)
+	if err != nil {
+		fail(2, "%v", err)
+	}
+	conn, err := grpc.NewClient(*server, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		fail(2, "bad -server %q: %v", *server, err)
 	}
@@ -51,6 +64,36 @@ func main() {
 			failRPC("Explain", err)
 		}
 	}
+}
+
+// transportCredentials is plaintext unless -ca, -cert or -key is given; then TLS trusting
+// the CA (the system roots without one), mutual with the client certificate.
+func transportCredentials(caFile, certFile, keyFile string) (credentials.TransportCredentials, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return insecure.NewCredentials(), nil
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("-cert and -key: give both (mutual TLS) or neither")
+	}
+	config := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-ca: %w", err)
+		}
+		config.RootCAs = x509.NewCertPool()
+		if !config.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-ca %s: no PEM certificate in it", caFile)
+		}
+	}
+	if certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cert/-key: %w", err)
+		}
+		config.Certificates = []tls.Certificate{pair}
+	}
+	return credentials.NewTLS(config), nil
 }
 
 // listNodes prints every node with its requested/allocatable cpu and memory and taints.

@@ -7,6 +7,10 @@ then a summary: bound and pending counts, pods per node, creation-to-bound laten
 how the binders shared the work, and why the unfit pods wait (from the Scheduler API).
 Stops everything it started on exit or Ctrl-C.
 
+The services talk mutual TLS with trusted clients, as the Helm chart installs them: the
+demo makes a CA and one certificate per component (and an `ops` one for you and the CLI)
+at start; `--insecure` runs them plaintext, for debugging only.
+
 `--offline` runs the pure core on examples/sample-cluster.yaml instead: no processes.
 """
 
@@ -20,16 +24,22 @@ from splitsched.demo.offline import SAMPLE, run_offline
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m splitsched.demo [--offline [--cluster FILE]] [--keep]``. The live run
-    (``splitsched.demo.live``) is imported only when asked for: it needs the test tooling
-    and the kubernetes client, the offline one only the core."""
+    """``python -m splitsched.demo [--offline [--cluster FILE]] [--keep] [--insecure]``.
+    The live run (``splitsched.demo.live``) is imported only when asked for: it needs the
+    test tooling and the kubernetes client, the offline one only the core."""
     parser = argparse.ArgumentParser(prog="python -m splitsched.demo", description=__doc__)
     parser.add_argument("--offline", action="store_true", help="pure core on a sample file")
     parser.add_argument("--cluster", type=Path, default=SAMPLE, help="with --offline")
     parser.add_argument("--keep", action="store_true", help="leave it running until Ctrl-C")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext gRPC, no client certificates (debugging only: anyone on this "
+        "machine may then bind and evict)",
+    )
     args = parser.parse_args(argv)
     if args.offline:
         return run_offline(args.cluster)
     from splitsched.demo.live import run_live
 
-    return run_live(keep=args.keep)
+    return run_live(keep=args.keep, tls=not args.insecure)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import grpc
 from kubernetes import client, watch
 
 from splitsched.demo import workload
@@ -27,7 +26,7 @@ STATE_DIR = REPO / ".local-cluster" / "demo"
 BIND_BUDGET_SECONDS = 300
 
 
-def run_live(*, keep: bool) -> int:
+def run_live(*, keep: bool, tls: bool = True) -> int:
     cp = controlplane.ControlPlane(STATE_DIR)
     print("starting the local control plane (etcd, kube-apiserver, kwok)...", flush=True)
     cp.up()
@@ -37,7 +36,7 @@ def run_live(*, keep: bool) -> int:
         print(f"  kube-apiserver at {cp.server_url}; kubeconfig {cp.kubeconfig_path}")
         _create_nodes(api)
         namespace = kube.create_namespace(api, prefix="demo")
-        running = _start_services(api)
+        running = _start_services(api, tls=tls)
         manifests, unfit = workload.demo_pods()
         bound = BoundPods(client.CoreV1Api(api), namespace).start()
         time.sleep(0.5)
@@ -47,10 +46,7 @@ def run_live(*, keep: bool) -> int:
         bound.stop()
         _print_summary(running, bound, created, elapsed, pods=len(manifests))
         _print_unfit(running, namespace, unfit)
-        print(
-            f"\ntry it yourself: splitsched pods --server {running.scheduler.grpc_target}; "
-            f"KUBECONFIG={cp.kubeconfig_path} kubectl -n {namespace} get pods"
-        )
+        _print_try_it(running, cp, namespace)
         if keep:
             print("\n--keep: leaving everything running; Ctrl-C to stop")
             while True:
@@ -79,8 +75,19 @@ def _create_nodes(api: client.ApiClient) -> None:
     print(f"  {len(names)} kwok nodes ready (30 small, 14 large, 6 GPU tainted; 3 zones)")
 
 
-def _start_services(api: client.ApiClient) -> stack.Stack:
-    """Watcher, scheduler and 2 binders, each with its least-privilege ServiceAccount."""
+def _print_try_it(running: stack.Stack, cp: controlplane.ControlPlane, namespace: str) -> None:
+    """The commands that reach what runs: the CLI as the ``ops`` identity (with TLS)."""
+    creds = " ".join(f"{k}={v}" for k, v in running.cli_env().items())
+    print(
+        f"\ntry it yourself: {creds}{' ' if creds else ''}"
+        f"splitsched pods --server {running.scheduler.grpc_target}; "
+        f"KUBECONFIG={cp.kubeconfig_path} kubectl -n {namespace} get pods"
+    )
+
+
+def _start_services(api: client.ApiClient, *, tls: bool) -> stack.Stack:
+    """Watcher, scheduler and 2 binders, each with its least-privilege ServiceAccount and,
+    with ``tls``, its own certificate (mutual TLS, trusted clients)."""
     sa_ns = kube.create_namespace(api, prefix="splitsched-system")
     workdir = STATE_DIR / "services"
     configs = stack.component_kubeconfigs(api, namespace=sa_ns, directory=workdir)
@@ -89,10 +96,15 @@ def _start_services(api: client.ApiClient) -> stack.Stack:
         watcher_kubeconfig=configs["watcher"],
         binder_kubeconfig=configs["binder"],
         binders=2,
+        tls=tls,
     )
     print("starting watcher, scheduler and 2 binders...", flush=True)
     running.start(timeout=90)
-    print(f"  scheduler API at {running.scheduler.grpc_target} (logs in {workdir})\n", flush=True)
+    print(f"  scheduler API at {running.scheduler.grpc_target} (logs in {workdir})", flush=True)
+    if running.tls_dir is not None:
+        print(f"  mutual TLS; certificates in {running.tls_dir} (yours: ops.crt, ops.key)\n")
+    else:
+        print("  --insecure: plaintext, any local process may bind and evict\n", flush=True)
     return running
 
 
@@ -215,7 +227,7 @@ def _print_summary(
 def _print_unfit(running: stack.Stack, namespace: str, unfit: set[str]) -> None:
     """The scheduler's own words (Scheduler.GetPod) for one pod of each unfit kind."""
     print("\nwhy the unfit pods are pending (Scheduler.GetPod):")
-    with grpc.insecure_channel(running.scheduler.grpc_target) as channel:
+    with running.channel() as channel:
         api_stub = scheduler_pb2_grpc.SchedulerStub(channel)
         shown: set[str] = set()
         for name in sorted(unfit):

@@ -11,10 +11,13 @@ With `schedulers=2` (or more) the schedulers run with leader election on a Lease
 of them (`ipv4:a,b`; their channel picks the SERVING one), and `start` waits until one of
 them leads; the standbys are never ready.
 
-With `tls=<dir>` every gRPC hop is mutual TLS: the dir holds `ca.crt` and
-`<component>.crt`/`.key` for watcher, scheduler and binder (common name
-`splitsched-<component>`; tests/support/certs.py writes them), and `TRUSTED_CLIENTS` says who
-may call each server's restricted RPCs.
+Every gRPC hop is mutual TLS by default, as the Helm chart installs it: `start` writes a
+CA and `<component>.crt`/`.key` for watcher, scheduler, binder and an `ops` client (common
+name `splitsched-<component>`; splitsched.testing.certs) into `workdir/tls`, or
+`tls=<dir>` uses the ones there; `TRUSTED_CLIENTS` says who may call each server's
+restricted RPCs. Clients (tests, the demo, the CLI) reach the services with `channel()` and
+`cli_env()`, as the `ops` identity unless told otherwise. `tls=False` runs plaintext, for
+debugging only.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 from kubernetes import client
 
-from splitsched.testing import controlplane, kube
+from splitsched.testing import certs, controlplane, kube
 
 # The rights each component needs, and nothing more. The Helm chart grants the same.
 WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
@@ -173,14 +177,24 @@ class Stack:
     schedulers: int = 1
     scheduler_kubeconfig: Path | None = None
     lease_namespace: str = ""
-    # Mutual TLS everywhere from the certificates in this dir (see the module doc).
-    tls: Path | None = None
+    # Mutual TLS on every hop (see the module doc): True makes the certificates in
+    # `workdir/tls` at start, a Path uses those in it, False is plaintext (debugging only).
+    tls: Path | bool = True
 
-    def _tls_args(self, component: str) -> list[str]:
-        if self.tls is None:
+    @property
+    def tls_dir(self) -> Path | None:
+        """Where the CA, the services' and the clients' certificates are; None in plaintext."""
+        if isinstance(self.tls, Path):
+            return self.tls
+        return self.workdir / "tls" if self.tls else None
+
+    def tls_args(self, component: str) -> list[str]:
+        """The TLS and trusted-client flags of ``component`` (watcher, scheduler, binder),
+        for this stack's services and for any extra one a test starts beside them."""
+        if self.tls_dir is None:
             return []
-        ca = str(self.tls / "ca.crt")
-        crt, key = (str(self.tls / f"{component}.{ext}") for ext in ("crt", "key"))
+        ca = str(self.tls_dir / "ca.crt")
+        crt, key = (str(self.tls_dir / f"{component}.{ext}") for ext in ("crt", "key"))
         argv = ["--tls-cert", crt, "--tls-key", key, "--tls-ca", ca, "--tls-client-auth"]
         argv += ["--trusted-clients", TRUSTED_CLIENTS[component]]
         if component != "watcher":  # the watcher dials no gRPC peer
@@ -205,7 +219,7 @@ class Stack:
             f"127.0.0.1:{grpc_port}",
             "--http-listen",
             f"127.0.0.1:{http_port}",
-            *self._tls_args(name.partition("-")[0]),
+            *self.tls_args(name.partition("-")[0]),
             *args,
         ]
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
@@ -277,6 +291,9 @@ class Stack:
         if self.schedulers > 1 and (self.scheduler_kubeconfig is None or not self.lease_namespace):
             raise ValueError("several schedulers need scheduler_kubeconfig and lease_namespace")
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.tls is True:
+            assert self.tls_dir is not None
+            certs.write_stack_certs(self.tls_dir)
         try:
             watcher = self._start(self._watcher())
             scheduler_ports = [controlplane.free_port() for _ in range(self.schedulers)]
@@ -338,6 +355,45 @@ class Stack:
         self.wait_leader(timeout=timeout)
         for svc in schedulers:
             kube.wait_for(svc.live, timeout=timeout, interval=0.1, message=f"{svc.name} /healthz")
+
+    def channel_credentials(self, who: str = "ops") -> grpc.ChannelCredentials | None:
+        """Mutual-TLS credentials with ``who``'s certificate (one of
+        certs.STACK_COMPONENTS), trusting the stack's CA; None when the stack is plaintext."""
+        if self.tls_dir is None:
+            return None
+        ca, crt, key = (self.tls_dir / f for f in ("ca.crt", f"{who}.crt", f"{who}.key"))
+        return grpc.ssl_channel_credentials(
+            root_certificates=ca.read_bytes(),
+            private_key=key.read_bytes(),
+            certificate_chain=crt.read_bytes(),
+        )
+
+    def channel(
+        self,
+        target: str | None = None,
+        *,
+        who: str = "ops",
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> grpc.Channel:
+        """A channel to ``target`` (default: the scheduler) as ``who``: what a client of
+        this stack must use, since the servers require a client certificate."""
+        target = target or self.scheduler.grpc_target
+        creds = self.channel_credentials(who)
+        if creds is None:
+            return grpc.insecure_channel(target, options=options)
+        return grpc.secure_channel(target, creds, options=options)
+
+    def cli_env(self, who: str = "ops") -> dict[str, str]:
+        """The environment that makes the CLI (and examples/go-client) talk mutual TLS to
+        this stack as ``who``: SPLITSCHED_CA, _CERT, _KEY; empty when plaintext."""
+        if self.tls_dir is None:
+            return {}
+        d = self.tls_dir
+        return {
+            "SPLITSCHED_CA": str(d / "ca.crt"),
+            "SPLITSCHED_CERT": str(d / f"{who}.crt"),
+            "SPLITSCHED_KEY": str(d / f"{who}.key"),
+        }
 
     def stop(self, *, grace: float = 15.0) -> None:
         for svc in reversed(self.services):

@@ -1,8 +1,10 @@
 """The e2e tier: the three services as real processes against the real control plane.
 
-`stack` (module-scoped) creates this module's kwok nodes and least-privilege
+`running_stack` (module-scoped) creates this module's kwok nodes and least-privilege
 ServiceAccounts, starts a watcher, three binders and a scheduler, and stops them (and
-deletes the nodes) afterwards.
+deletes the nodes) afterwards. The services run mutual TLS with trusted clients, the
+stack's default and what the chart installs: tests reach them with
+`running_stack.channel()` and the CLI with `running_stack.cli_env()` (the `ops` identity).
 """
 
 from __future__ import annotations

@@ -43,8 +43,7 @@ RPCS = {
 
 @pytest.fixture(scope="module")
 def channel(running_stack: stack.Stack) -> Iterator[grpc.Channel]:
-    with grpc.insecure_channel(
-        running_stack.scheduler.grpc_target,
+    with running_stack.channel(
         options=[("grpc.max_send_message_length", 16 * 1024 * 1024)],
     ) as ch:
         yield ch

@@ -4,7 +4,7 @@
 1 negative answer, 2 bad input, 3 unreachable, 4 not found).
 
 Waiting for pods to settle uses the gRPC API directly; only the verbs under test go
-through the CLI.
+through the CLI. Both use the stack's `ops` client certificate (the stack is mutual TLS).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pty
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -30,28 +31,38 @@ pytestmark = pytest.mark.e2e
 ANSI = "\x1b["
 
 
-@pytest.fixture(scope="module")
-def server(running_stack: stack.Stack) -> str:
-    return running_stack.scheduler.grpc_target
+@dataclass(frozen=True)
+class Server:
+    """The scheduler's address and the environment that gives the CLI its client
+    certificate (SPLITSCHED_CA, _CERT, _KEY; empty in plaintext)."""
+
+    address: str
+    env: Mapping[str, str]
 
 
 @pytest.fixture(scope="module")
-def stub(server: str) -> Iterator[scheduler_pb2_grpc.SchedulerStub]:
-    with grpc.insecure_channel(server) as channel:
+def server(running_stack: stack.Stack) -> Server:
+    return Server(running_stack.scheduler.grpc_target, running_stack.cli_env())
+
+
+@pytest.fixture(scope="module")
+def stub(running_stack: stack.Stack) -> Iterator[scheduler_pb2_grpc.SchedulerStub]:
+    with running_stack.channel() as channel:
         yield scheduler_pb2_grpc.SchedulerStub(channel)
 
 
 def cli(
-    server: str | None,
+    server: Server | None,
     *args: str,
     stdin: str | None = None,
     env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `python -m splitsched.cli ARGS` with SPLITSCHED_SERVER=server (unless None)."""
+    """Run `python -m splitsched.cli ARGS` with SPLITSCHED_SERVER and the TLS files of
+    `server` (unless None)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPLITSCHED_")}
     full_env.pop("NO_COLOR", None)
     if server is not None:
-        full_env["SPLITSCHED_SERVER"] = server
+        full_env.update({"SPLITSCHED_SERVER": server.address, **server.env})
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "splitsched.cli", *args],
@@ -90,7 +101,7 @@ def settled(
     return namespace
 
 
-def test_pods_table_json_yaml_and_one_pod(server: str, settled: str) -> None:
+def test_pods_table_json_yaml_and_one_pod(server: Server, settled: str) -> None:
     ns = settled
     out = cli(server, "pods", "-n", ns)
     assert out.returncode == 0, out.stderr
@@ -124,7 +135,7 @@ def test_pods_table_json_yaml_and_one_pod(server: str, settled: str) -> None:
     assert out.returncode == 4 and f"{ns}/nope" in out.stderr
 
 
-def test_explain_exit_codes_and_output(server: str, settled: str) -> None:
+def test_explain_exit_codes_and_output(server: Server, settled: str) -> None:
     ns = settled
     out = cli(server, "explain", f"{ns}/unfit", "--nodes")
     assert out.returncode == 0, out.stderr
@@ -147,7 +158,7 @@ def test_explain_exit_codes_and_output(server: str, settled: str) -> None:
     assert out.returncode == 2 and "NAMESPACE/NAME" in out.stderr
 
 
-def test_simulate_files_and_stdin(server: str, tmp_path: Path) -> None:
+def test_simulate_files_and_stdin(server: Server, tmp_path: Path) -> None:
     fits = kube.make_pod("probe", cpu="100m")
     (tmp_path / "fits.yaml").write_text(yaml.safe_dump(fits))
     out = cli(server, "simulate", "-f", str(tmp_path / "fits.yaml"), "-o", "json")
@@ -190,7 +201,7 @@ def test_simulate_files_and_stdin(server: str, tmp_path: Path) -> None:
     assert out.returncode == 2 and "missing.yaml" in out.stderr
 
 
-def test_nodes_table_and_json(server: str, kube_api: client.ApiClient) -> None:
+def test_nodes_table_and_json(server: Server, kube_api: client.ApiClient) -> None:
     out = cli(server, "nodes", "-o", "json")
     assert out.returncode == 0, out.stderr
     names = {n["name"] for n in json.loads(out.stdout)["nodes"]}
@@ -212,7 +223,10 @@ def test_nodes_table_and_json(server: str, kube_api: client.ApiClient) -> None:
 
 
 def test_watch_replays_and_stops_after_count(
-    server: str, kube_api: client.ApiClient, namespace: str, stub: scheduler_pb2_grpc.SchedulerStub
+    server: Server,
+    kube_api: client.ApiClient,
+    namespace: str,
+    stub: scheduler_pb2_grpc.SchedulerStub,
 ) -> None:
     kube.create_pods(kube_api, namespace=namespace, pods=[kube.make_pod("watched")])
     wait_state(stub, namespace, "watched", scheduler_pb2.BOUND)
@@ -238,15 +252,15 @@ def test_unreachable_server_exits_3(tmp_path: Path) -> None:
         assert out.returncode == 3, (args, out.stderr)
         assert f"scheduler at {dead}: UNAVAILABLE" in out.stderr
     # The environment names the server when --server is not given.
-    out = cli(dead, "pods", "--timeout", "5")
+    out = cli(Server(dead, {}), "pods", "--timeout", "5")
     assert out.returncode == 3 and dead in out.stderr
 
 
-def run_on_terminal(server: str, *args: str, env: Mapping[str, str] | None = None) -> str:
+def run_on_terminal(server: Server, *args: str, env: Mapping[str, str] | None = None) -> str:
     """Run the CLI with stdout on a pseudo-terminal; return what it printed."""
     master, slave = pty.openpty()
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
-    full_env.update({"SPLITSCHED_SERVER": server, **(env or {})})
+    full_env.update({"SPLITSCHED_SERVER": server.address, **server.env, **(env or {})})
     proc = subprocess.Popen(
         [sys.executable, "-m", "splitsched.cli", *args],
         stdout=slave,
@@ -272,7 +286,7 @@ def run_on_terminal(server: str, *args: str, env: Mapping[str, str] | None = Non
     return b"".join(chunks).decode()
 
 
-def test_tables_are_coloured_only_on_a_terminal(server: str, settled: str) -> None:
+def test_tables_are_coloured_only_on_a_terminal(server: Server, settled: str) -> None:
     on_terminal = run_on_terminal(server, "pods", "-n", settled)
     assert "\x1b[32mBOUND" in on_terminal and "\x1b[33mWAITING" in on_terminal
     assert ANSI not in run_on_terminal(server, "pods", "-n", settled, env={"NO_COLOR": "1"})

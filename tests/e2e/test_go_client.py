@@ -1,7 +1,9 @@
 """Other languages can use the Scheduler API: `examples/go-client`, a Go module with stubs
 generated from our proto, is built and run against the running scheduler, listing its
-nodes (ListNodes) and explaining a pending pod (Explain). Also checks that the committed
-Go stubs are exactly what `examples/go-client/generate.sh` makes from the proto today.
+nodes (ListNodes) and explaining a pending pod (Explain), over mutual TLS with the stack's
+`ops` certificate (its -ca/-cert/-key, here from SPLITSCHED_CA/_CERT/_KEY). Also checks
+that the committed Go stubs are exactly what `examples/go-client/generate.sh` makes from
+the proto today.
 
 Needs the Go toolchain: without it these tests fail (they do not skip). The first run on
 a machine downloads grpc-go and the two protoc plugins into the Go caches; later runs reuse
@@ -43,10 +45,12 @@ def go_tool() -> str:
     return found
 
 
-def run(argv: list[str], *, cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local"}
+def run(
+    argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "GOFLAGS": "-mod=readonly", "GOTOOLCHAIN": "local", **(env or {})}
     return subprocess.run(
-        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        argv, cwd=cwd, env=full, capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -88,7 +92,7 @@ def test_go_client_lists_nodes_and_explains_a_pending_pod(
 ) -> None:
     target = running_stack.scheduler.grpc_target
     kube.create_pods(kube_api, namespace=namespace, pods=[kube.make_pod("stuck", cpu="100")])
-    with grpc.insecure_channel(target) as channel:
+    with running_stack.channel() as channel:
         stub = scheduler_pb2_grpc.SchedulerStub(channel)
 
         def waiting() -> bool:
@@ -107,6 +111,7 @@ def test_go_client_lists_nodes_and_explains_a_pending_pod(
         [str(go_client), "-server", target, "-pod", f"{namespace}/stuck"],
         cwd=GO_CLIENT,
         timeout=60,
+        env=running_stack.cli_env(),
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -124,5 +129,6 @@ def test_go_client_lists_nodes_and_explains_a_pending_pod(
         [str(go_client), "-server", target, "-pod", f"{namespace}/ghost"],
         cwd=GO_CLIENT,
         timeout=60,
+        env=running_stack.cli_env(),
     )
     assert proc.returncode == 4 and "not found" in proc.stderr

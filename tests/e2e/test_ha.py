@@ -94,11 +94,11 @@ class FirstOwnDecision:
     decision of its own (not adopted: the id carries its scheduler id) and when the first
     one was bound."""
 
-    def __init__(self, target: str, scheduler_id: str, namespace: str) -> None:
+    def __init__(self, channel: grpc.Channel, scheduler_id: str, namespace: str) -> None:
         self.prefix = f"{scheduler_id}."
         self.decided: float | None = None
         self.bound: float | None = None
-        self._channel = grpc.insecure_channel(target)
+        self._channel = channel
         stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
         request = scheduler_pb2.WatchDecisionsRequest(namespace=namespace, include_outcomes=True)
         self._stream = stub.WatchDecisions(request)
@@ -124,8 +124,9 @@ class FirstOwnDecision:
         self._channel.close()
 
 
-def health(target: str) -> int:
-    with grpc.insecure_channel(target) as channel:
+def health(running: stack.Stack, target: str) -> int:
+    """The scheduler's gRPC health, asked with the stack's `ops` client certificate."""
+    with running.channel(target) as channel:
         stub = health_pb2_grpc.HealthStub(channel)
         request = health_pb2.HealthCheckRequest(service="splitsched.v1.Scheduler")
         return int(stub.Check(request, timeout=5).status)
@@ -149,10 +150,10 @@ def test_standby_takes_over_when_the_leader_is_killed_without_double_booking(
     (standby,) = [s for s in ha_stack.scheduler_services if s is not leader]
     # The standby has a warm view but serves nothing: not ready, NOT_SERVING.
     assert not standby.ready()
-    assert health(standby.grpc_target) == health_pb2.HealthCheckResponse.NOT_SERVING
+    assert health(ha_stack, standby.grpc_target) == health_pb2.HealthCheckResponse.NOT_SERVING
     serving = health_pb2.HealthCheckResponse.SERVING
-    kube.wait_for(lambda: health(leader.grpc_target) == serving, timeout=10, interval=0.1,
-                  message="the leader SERVING")  # fmt: skip
+    kube.wait_for(lambda: health(ha_stack, leader.grpc_target) == serving, timeout=10,
+                  interval=0.1, message="the leader SERVING")  # fmt: skip
 
     def wave(prefix: str, count: int) -> None:
         pods = kube.make_pods(
@@ -171,7 +172,7 @@ def test_standby_takes_over_when_the_leader_is_killed_without_double_booking(
         return sum(metric(b, "splitsched_binder_inflight") for b in ha_stack.binder_services)
 
     standby_id = standby.argv[standby.argv.index("--scheduler-id") + 1]
-    first_own = FirstOwnDecision(standby.grpc_target, standby_id, namespace)
+    first_own = FirstOwnDecision(ha_stack.channel(standby.grpc_target), standby_id, namespace)
     try:
         creating = threading.Thread(target=wave, args=("before", BEFORE), daemon=True)
         creating.start()

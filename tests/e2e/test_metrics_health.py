@@ -4,7 +4,8 @@ a watcher, three binders and a scheduler against the real control plane).
 * /metrics of every service is Prometheus text with the documented metrics
   (docs/observability.md), and the counters move as pods bind;
 * the standard gRPC health service answers SERVING (what `grpc_health_probe` and the
-  kubelet's gRPC probes call) and server reflection lists each service;
+  kubelet's gRPC probes call) and server reflection lists each service, to any client
+  with a certificate the stack's CA signed (the stack is mutual TLS; neither is restricted);
 * readiness is false until the watch has synced, and the scheduler's /readyz also waits
   for a SERVING binder.
 """
@@ -99,9 +100,10 @@ def http_status(url: str) -> int:
         return 0  # nothing listening (yet)
 
 
-def grpc_health(target: str, service: str = "") -> str:
-    """What `grpc_health_probe -addr=<target> -service=<service>` would print."""
-    with grpc.insecure_channel(target) as channel:
+def grpc_health(running: stack.Stack, target: str, service: str = "") -> str:
+    """What `grpc_health_probe -addr=<target> -service=<service>` would print, with the
+    stack's `ops` client certificate."""
+    with running.channel(target) as channel:
         try:
             resp = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=service), timeout=5
@@ -111,8 +113,8 @@ def grpc_health(target: str, service: str = "") -> str:
     return str(health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status))
 
 
-def reflected_services(target: str) -> set[str]:
-    with grpc.insecure_channel(target) as channel:
+def reflected_services(running: stack.Stack, target: str) -> set[str]:
+    with running.channel(target) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         request = reflection_pb2.ServerReflectionRequest(list_services="")
         responses = list(stub.ServerReflectionInfo(iter([request]), timeout=5))
@@ -196,10 +198,12 @@ def test_counters_move_as_pods_bind(
 def test_grpc_health_and_reflection_on_every_service(running_stack: stack.Stack) -> None:
     for svc in running_stack.services:
         service = SERVICE_NAMES[role(svc)]
-        assert grpc_health(svc.grpc_target) == "SERVING", svc.name
-        assert grpc_health(svc.grpc_target, service) == "SERVING", svc.name
-        assert grpc_health(svc.grpc_target, "no.such.Service") == "NOT_FOUND", svc.name
-        listed = reflected_services(svc.grpc_target)
+        assert grpc_health(running_stack, svc.grpc_target) == "SERVING", svc.name
+        assert grpc_health(running_stack, svc.grpc_target, service) == "SERVING", svc.name
+        assert grpc_health(running_stack, svc.grpc_target, "no.such.Service") == "NOT_FOUND", (
+            svc.name
+        )
+        listed = reflected_services(running_stack, svc.grpc_target)
         assert {service, "grpc.health.v1.Health"} <= listed, (svc.name, listed)
         assert http_status(f"{svc.http_url}/healthz") == 200
         assert http_status(f"{svc.http_url}/readyz") == 200
@@ -207,14 +211,20 @@ def test_grpc_health_and_reflection_on_every_service(running_stack: stack.Stack)
 
 @contextmanager
 def process(
-    name: str, module: str, args: Sequence[str], workdir: Path, *, grpc_port: int = 0
+    running: stack.Stack,
+    name: str,
+    module: str,
+    args: Sequence[str],
+    workdir: Path,
+    *,
+    grpc_port: int = 0,
 ) -> Iterator[stack.Service]:
-    """One service process on free ports (or gRPC on `grpc_port`), terminated (then
-    killed) on exit."""
+    """One service process (``services.<component>``) beside ``running``, with its TLS
+    flags, on free ports (or gRPC on `grpc_port`), terminated (then killed) on exit."""
     grpc_port, http_port = grpc_port or controlplane.free_port(), controlplane.free_port()
     argv = [sys.executable, "-m", "splitsched.testing.orphanguard", module,
             "--listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
-            *args]  # fmt: skip
+            *running.tls_args(module.rpartition(".")[2]), *args]  # fmt: skip
     svc = stack.Service(name, argv, workdir / f"{name}.log", grpc_port, http_port)
     with svc.log_path.open("ab") as log:
         svc.proc = subprocess.Popen(
@@ -244,7 +254,9 @@ def test_scheduler_is_not_ready_before_its_watch_has_synced(
     watcher_port = controlplane.free_port()
     args = ["--watcher", f"127.0.0.1:{watcher_port}", "--binders", f"ipv4:{binders}",
             "--scheduler-id", "not-yet"]  # fmt: skip
-    with process("scheduler-early", "services.scheduler", args, tmp_path) as scheduler:
+    with process(
+        running_stack, "scheduler-early", "services.scheduler", args, tmp_path
+    ) as scheduler:
         # No watcher yet: alive, not ready, gRPC NOT_SERVING, even with binders SERVING.
         kube.wait_for(
             lambda: total(scrape(scheduler)[1], "splitsched_scheduler_binders_reachable") == 1,
@@ -253,12 +265,20 @@ def test_scheduler_is_not_ready_before_its_watch_has_synced(
         )
         assert http_status(f"{scheduler.http_url}/healthz") == 200
         assert http_status(f"{scheduler.http_url}/readyz") == 503
-        assert grpc_health(scheduler.grpc_target) == "NOT_SERVING"
-        assert grpc_health(scheduler.grpc_target, SERVICE_NAMES["scheduler"]) == "NOT_SERVING"
+        assert grpc_health(running_stack, scheduler.grpc_target) == "NOT_SERVING"
+        assert (
+            grpc_health(running_stack, scheduler.grpc_target, SERVICE_NAMES["scheduler"])
+            == "NOT_SERVING"
+        )
         # The watcher appears where the scheduler looks for it: the view syncs, it is ready.
         watcher_args = ["--kubeconfig", str(running_stack.watcher_kubeconfig)]
         with process(
-            "watcher-late", "services.watcher", watcher_args, tmp_path, grpc_port=watcher_port
+            running_stack,
+            "watcher-late",
+            "services.watcher",
+            watcher_args,
+            tmp_path,
+            grpc_port=watcher_port,
         ):
             kube.wait_for(
                 lambda: http_status(f"{scheduler.http_url}/readyz") == 200,
@@ -266,7 +286,7 @@ def test_scheduler_is_not_ready_before_its_watch_has_synced(
                 message="the scheduler to become ready",
             )
             kube.wait_for(
-                lambda: grpc_health(scheduler.grpc_target) == "SERVING",
+                lambda: grpc_health(running_stack, scheduler.grpc_target) == "SERVING",
                 timeout=10,
                 message="the scheduler's gRPC health to follow",
             )
@@ -278,9 +298,11 @@ def test_scheduler_without_a_binder_is_synced_but_not_ready(
     nobody = controlplane.free_port()
     args = ["--watcher", running_stack.watcher.grpc_target, "--binders",
             f"ipv4:127.0.0.1:{nobody}", "--scheduler-id", "no-binders"]  # fmt: skip
-    with process("scheduler-alone", "services.scheduler", args, tmp_path) as scheduler:
+    with process(
+        running_stack, "scheduler-alone", "services.scheduler", args, tmp_path
+    ) as scheduler:
         kube.wait_for(
-            lambda: grpc_health(scheduler.grpc_target) == "SERVING",
+            lambda: grpc_health(running_stack, scheduler.grpc_target) == "SERVING",
             timeout=60,
             message="the scheduler's view to sync",
         )
@@ -291,7 +313,7 @@ def test_scheduler_without_a_binder_is_synced_but_not_ready(
 def test_watcher_readiness_follows_its_sync(running_stack: stack.Stack, tmp_path: Path) -> None:
     """A watcher whose credentials cannot list pods never syncs: alive, never ready."""
     args = ["--kubeconfig", str(running_stack.binder_kubeconfig)]  # get pods, no list
-    with process("watcher-blind", "services.watcher", args, tmp_path) as watcher:
+    with process(running_stack, "watcher-blind", "services.watcher", args, tmp_path) as watcher:
         kube.wait_for(
             lambda: (
                 total(scrape(watcher)[1], "splitsched_watcher_relists_total", reason="error") >= 1
@@ -301,5 +323,8 @@ def test_watcher_readiness_follows_its_sync(running_stack: stack.Stack, tmp_path
         )
         assert http_status(f"{watcher.http_url}/healthz") == 200
         assert http_status(f"{watcher.http_url}/readyz") == 503
-        assert grpc_health(watcher.grpc_target) == "NOT_SERVING"
-        assert grpc_health(watcher.grpc_target, SERVICE_NAMES["watcher"]) == "NOT_SERVING"
+        assert grpc_health(running_stack, watcher.grpc_target) == "NOT_SERVING"
+        assert (
+            grpc_health(running_stack, watcher.grpc_target, SERVICE_NAMES["watcher"])
+            == "NOT_SERVING"
+        )

@@ -1,10 +1,13 @@
-"""The whole pipeline over mutual TLS on the real control plane: `Stack(tls=...)` runs the
-watcher, two binders and the scheduler with client certificates required on every server
-and `--trusted-clients` guarding the restricted RPCs; 50 pods get bound (checked from the
+"""The whole pipeline over mutual TLS on the real control plane, as the stack runs by
+default (what the demo and the other e2e tests get): `Stack` makes a CA and one
+certificate per component at start, requires client certificates on every server and
+guards the restricted RPCs with `--trusted-clients`. 50 pods get bound (checked from the
 API server's objects: every pod bound, no node over allocatable, one Scheduled event per
 pod), the CLI reads them with the `ops` certificate, an identity the scheduler does not
-trust is refused Simulate but may list pods, plaintext is refused everywhere, and no
-service log holds a key, a certificate or the ServiceAccount tokens.
+trust is refused Simulate but may list pods, plaintext is refused everywhere; each
+server refuses its restricted RPCs to every identity but its peer's (the binders serve
+only the scheduler, the watcher only the scheduler, the scheduler's outcome reports only
+the binders); and no service log holds a key, a certificate or the ServiceAccount tokens.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -24,7 +27,14 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubernetes import client
 
 from splitsched.testing import controlplane, invariants, kube, stack
-from tests.support import certs
+from splitsched.v1 import (
+    binder_pb2,
+    binder_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    watcher_pb2,
+    watcher_pb2_grpc,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -32,15 +42,8 @@ PODS = 50
 
 
 @pytest.fixture(scope="module")
-def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    d = tmp_path_factory.mktemp("tls")
-    certs.write_stack_certs(d)
-    return d
-
-
-@pytest.fixture(scope="module")
 def tls_stack(
-    kube_api: client.ApiClient, tls_dir: Path, tmp_path_factory: pytest.TempPathFactory
+    kube_api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[stack.Stack]:
     workdir = tmp_path_factory.mktemp("tls-stack")
     nodes = kube.create_kwok_nodes(
@@ -53,7 +56,6 @@ def tls_stack(
         watcher_kubeconfig=configs["watcher"],
         binder_kubeconfig=configs["binder"],
         binders=2,
-        tls=tls_dir,
     )
     try:
         running.start(timeout=90)
@@ -62,6 +64,14 @@ def tls_stack(
         running.stop()
         kube.delete_namespace(kube_api, sa_namespace)
         kube.delete_nodes(kube_api, nodes)
+
+
+@pytest.fixture(scope="module")
+def tls_dir(tls_stack: stack.Stack) -> Path:
+    """Where the stack made its CA and certificates (the default: in its work dir)."""
+    assert tls_stack.tls_dir == tls_stack.workdir / "tls"
+    assert (tls_stack.tls_dir / "ca.crt").is_file()
+    return tls_stack.tls_dir
 
 
 def cli(
@@ -143,6 +153,56 @@ def test_fifty_pods_bound_over_mutual_tls_and_the_cli_reads_them(
         "denied /splitsched.v1.Scheduler/ReportBindingOutcome"
         not in tls_stack.scheduler.log_tail(10_000)
     )
+
+
+Rpc = Callable[[grpc.Channel], object]
+
+
+def _restricted_rpcs(tls_stack: stack.Stack) -> list[tuple[str, str, Rpc, tuple[str, ...]]]:
+    """(server, RPC, a call with an empty request, identities it must refuse): every RPC a
+    binder serves, the watcher's stream and the scheduler's outcome reports."""
+
+    def binder(ch: grpc.Channel) -> binder_pb2_grpc.BinderStub:
+        return binder_pb2_grpc.BinderStub(ch)
+
+    def events(ch: grpc.Channel) -> object:
+        request = watcher_pb2.StreamClusterEventsRequest()
+        return next(iter(watcher_pb2_grpc.WatcherStub(ch).StreamClusterEvents(request, timeout=10)))
+
+    def report(ch: grpc.Channel) -> object:
+        request = scheduler_pb2.ReportBindingOutcomeRequest()
+        return scheduler_pb2_grpc.SchedulerStub(ch).ReportBindingOutcome(request, timeout=10)
+
+    to_binder = tls_stack.binder_services[0].grpc_target
+    not_scheduler = ("ops", "watcher", "binder")
+    return [
+        (to_binder, "Bind", lambda ch: binder(ch).Bind(binder_pb2.BindRequest(), timeout=10),
+         not_scheduler),
+        (to_binder, "BindBatch",
+         lambda ch: binder(ch).BindBatch(binder_pb2.BindBatchRequest(), timeout=10),
+         not_scheduler),
+        (to_binder, "Preempt",
+         lambda ch: binder(ch).Preempt(binder_pb2.PreemptRequest(), timeout=10), not_scheduler),
+        (to_binder, "ReportUnschedulable",
+         lambda ch: binder(ch).ReportUnschedulable(binder_pb2.UnschedulableReport(), timeout=10),
+         not_scheduler),
+        (tls_stack.watcher.grpc_target, "StreamClusterEvents", events, ("ops", "binder")),
+        (tls_stack.scheduler.grpc_target, "ReportBindingOutcome", report,
+         ("watcher", "scheduler")),
+    ]  # fmt: skip
+
+
+def test_each_server_refuses_its_restricted_rpcs_to_all_but_its_peer(
+    tls_stack: stack.Stack,
+) -> None:
+    """A valid certificate is not enough: only the right identity may bind, evict, stream
+    the cluster or report outcomes (the stack's TRUSTED_CLIENTS)."""
+    for target, rpc, call, refused in _restricted_rpcs(tls_stack):
+        for who in refused:
+            with tls_stack.channel(target, who=who) as channel, pytest.raises(grpc.RpcError) as err:
+                call(channel)
+            assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, (rpc, who)
+            assert f"splitsched-{who}" in str(err.value.details()), (rpc, who)
 
 
 def test_no_keys_certificates_or_tokens_in_the_logs(tls_stack: stack.Stack, tls_dir: Path) -> None:

@@ -1,5 +1,6 @@
 """What the stack would start, without starting it: each service's command line (ports,
-peers, leader election, TLS) and the check that several schedulers need a Lease."""
+peers, leader election, TLS) and the check that several schedulers need a Lease; mutual
+TLS by default, with certificates where the flags and the clients look for them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from splitsched.testing import certs
 from splitsched.testing.stack import Service, Stack
 
 
@@ -25,7 +27,7 @@ def _flag(svc: Service, flag: str) -> str:
 
 
 def test_one_scheduler_binders_dial_it_directly(tmp_path: Path) -> None:
-    s = _stack(tmp_path, binder_args=["--x"])
+    s = _stack(tmp_path, binder_args=["--x"], tls=False)
     watcher = s._watcher()
     assert watcher.argv[1:4] == ["-m", "splitsched.testing.orphanguard", "services.watcher"]
     assert _flag(watcher, "--kubeconfig") == str(tmp_path / "watcher.kubeconfig")
@@ -77,3 +79,33 @@ def test_tls_gives_every_service_its_certificate_and_peers_the_ca(tmp_path: Path
     assert _flag(binder, "--peer-server-name") == "localhost"
     scheduler = s._scheduler(0, 23456, watcher=watcher, binders=[binder])
     assert _flag(scheduler, "--trusted-clients") == "splitsched-binder,splitsched-ops"
+
+
+def test_mutual_tls_is_the_default_from_certificates_in_the_workdir(tmp_path: Path) -> None:
+    s = _stack(tmp_path)
+    tls = tmp_path / "tls"
+    assert s.tls_dir == tls
+    binder = s._binder(0, [23456])
+    assert _flag(binder, "--tls-cert") == str(tls / "binder.crt")
+    assert "--tls-client-auth" in binder.argv
+    assert _flag(binder, "--trusted-clients") == "splitsched-scheduler"
+    assert s.cli_env()["SPLITSCHED_CERT"] == str(tls / "ops.crt")
+    assert s.cli_env("watcher")["SPLITSCHED_KEY"] == str(tls / "watcher.key")
+
+
+def test_every_file_the_flags_and_clients_name_is_written_by_the_certificate_maker(
+    tmp_path: Path,
+) -> None:
+    s = _stack(tmp_path)
+    assert s.tls_dir is not None
+    certs.write_stack_certs(s.tls_dir)
+    named = [a for c in ("watcher", "scheduler", "binder") for a in s.tls_args(c) if "/" in a]
+    named += [p for who in certs.STACK_COMPONENTS for p in s.cli_env(who).values()]
+    assert named and all(Path(p).is_file() for p in named)
+    assert s.channel_credentials() is not None
+
+
+def test_plaintext_only_when_asked(tmp_path: Path) -> None:
+    s = _stack(tmp_path, tls=False)
+    assert s.tls_dir is None and s.cli_env() == {} and s.channel_credentials() is None
+    assert all(not a.startswith("--tls") for a in s._watcher().argv)
