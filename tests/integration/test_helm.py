@@ -156,7 +156,9 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         labels = doc["metadata"].get("labels", {})
         missing = [k for k in STANDARD_LABELS if k not in labels]
         assert not missing, f"{doc['kind']}/{doc['metadata']['name']} lacks {missing}"
-        assert labels["app.kubernetes.io/component"] in COMPONENTS
+        # The CA's and the operators' certificate Secrets belong to no Deployment.
+        owners = (*COMPONENTS, "ca", "ops") if doc["kind"] == "Secret" else COMPONENTS
+        assert labels["app.kubernetes.io/component"] in owners
         assert labels["app.kubernetes.io/part-of"] == "splitsched"
     for component in COMPONENTS:
         deployment = one(docs, "Deployment", component)
@@ -212,7 +214,12 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "otel on without endpoint": (["global.otel.enabled=true"], "/global/otel/endpoint"),
     "no profiles": (["scheduler.profiles=null"], "profiles"),
     "workers zero": (["binder.workers=0"], "/binder/workers"),
-    "tls on without a secret": (["tls.enabled=true"], "/tls/secretName"),
+    "tls certificates valid no day": (["tls.validityDays=0"], "/tls/validityDays"),
+    "tls issuer of an unknown kind": (["tls.certManager.issuerRef.kind=Vault"], "kind"),
+    "network policy peer typo": (
+        ["networkPolicy.schedulerClients[0].podSelectr.a=b"],
+        "podSelectr",
+    ),
     "tls trusted client with a comma": (["tls.trustedClients={a\\,b}"], "/tls/trustedClients"),
 }
 
@@ -340,7 +347,8 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
             ready = main["readinessProbe"]["httpGet"]
             assert (ready["path"], ready["port"]) == ("/readyz", "http")
         else:
-            assert main["readinessProbe"]["grpc"]["port"] == ports["grpc"]
+            # TLS is on by default: the kubelet's gRPC probe cannot speak it.
+            assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
         security = main["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
@@ -443,7 +451,8 @@ def test_helm_install_and_uninstall_as_documented(
     notes = installed.stdout
     assert "schedulerName: splitsched" in notes
     assert f"port-forward svc/{fullname}-scheduler 50050:50050" in notes
-    assert "splitsched pods --server 127.0.0.1:50050" in notes
+    assert "splitsched pods --server localhost:50050 --ca ops-ca.crt" in notes
+    assert "WARNING" not in notes
 
     apps = client.AppsV1Api(kube_api)
     deployments = {d.metadata.name for d in apps.list_namespaced_deployment(namespace).items}
