@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import base64
-import subprocess
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,9 +36,9 @@ from kubernetes import client
 
 from splitsched.testing import controlplane, kube, stack
 from splitsched.v1 import binder_pb2, scheduler_pb2, watcher_pb2
-from tests.integration.test_helm import CHART, COMPONENTS, Manifest, container, one, render
 from tests.support import certs
 from tests.support.fixtures import ControlPlaneHandle
+from tests.support.helm import CHART, COMPONENTS, Manifest, cluster_helm, container, one, render
 
 #: Who holds a certificate: the three components and the operators' tools.
 HOLDERS = (*COMPONENTS, "ops")
@@ -162,7 +161,7 @@ def test_tls_off_must_be_explicit_and_the_notes_say_what_it_exposes(
     assert not [d for d in docs if d["kind"] == "Secret"]
     for component in COMPONENTS:
         assert not [a for a in container(docs, component)["args"] if a.startswith(TLS_FLAGS)]
-    run = helm_runner(helm, control_plane, tmp_path)
+    run = cluster_helm(helm, control_plane.kubeconfig_path, tmp_path)
     notes = {
         flag: run(
             "install", "x", str(CHART), "--dry-run=client", "--set", f"tls.enabled={flag}"
@@ -417,24 +416,6 @@ def test_services_run_with_exactly_the_rendered_certificates_and_flags(
 # -- helm upgrade keeps the certificates ---------------------------------------------------------
 
 
-def helm_runner(helm: Path, control_plane: ControlPlaneHandle, tmp_path: Path) -> Any:
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "KUBECONFIG": str(control_plane.kubeconfig_path),
-        **{f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")},
-    }
-
-    def run(*args: str) -> str:
-        result = subprocess.run(
-            [str(helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
-        )
-        assert result.returncode == 0, result.stderr
-        return result.stdout
-
-    return run
-
-
 def tls_secrets(core: client.CoreV1Api, namespace: str, release: str) -> dict[str, dict[str, str]]:
     selector = f"app.kubernetes.io/instance={release}"
     return {
@@ -450,7 +431,7 @@ def test_helm_upgrade_keeps_the_certificates_and_a_deleted_ca_rotates_them(
     namespace: str,
     tmp_path: Path,
 ) -> None:
-    run = helm_runner(helm, control_plane, tmp_path)
+    run = cluster_helm(helm, control_plane.kubeconfig_path, tmp_path)
     labels = tmp_path / "labels.yaml"
     labels.write_text(
         yaml.safe_dump({"global": {"commonLabels": {kube.TEST_NAMESPACE_LABEL: namespace}}})
