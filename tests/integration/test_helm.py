@@ -20,6 +20,9 @@
   pods end to end; in HA mode the scheduler's token can use its Lease and nothing else,
   and two schedulers elect a leader with it and schedule.
 
+The chart's secure defaults (mutual TLS with its own CA, trusted clients,
+NetworkPolicies) have their own tests in test_helm_secure.py.
+
 The helm binary is the cached one (``controlplane.binary_path("helm")``, built by
 scripts/get-binaries.sh). Its default Kubernetes version is whatever it was built with,
 so templates are rendered for the control plane's version (``--kube-version``).
