@@ -14,7 +14,9 @@
   differ); pods schedule, and every restricted RPC (Bind, BindBatch, Preempt,
   ReportUnschedulable, ReportBindingOutcome, Simulate, StreamClusterEvents) is refused to
   a caller without a certificate, with one from another CA (even naming the scheduler),
-  and with a certificate of the release's CA but the wrong identity;
+  and with a certificate of the release's CA but the wrong identity; and issue 17's two
+  attacks replayed with real requests (bind another scheduler's pending pod, evict a
+  running pod) leave the pod Pending and the victim running;
 * ``helm install`` then ``helm upgrade`` against the real API server keeps every
   certificate (``lookup``); deleting the CA Secret and upgrading rotates them all.
 """
@@ -22,6 +24,7 @@
 from __future__ import annotations
 
 import base64
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +38,7 @@ from cryptography.x509.oid import NameOID
 from kubernetes import client
 
 from splitsched.testing import controlplane, kube, stack
-from splitsched.v1 import binder_pb2, scheduler_pb2, watcher_pb2
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2, watcher_pb2
 from tests.support import certs
 from tests.support.fixtures import ControlPlaneHandle
 from tests.support.helm import CHART, COMPONENTS, Manifest, cluster_helm, container, one, render
@@ -368,6 +371,53 @@ def assert_every_restricted_rpc_refused(
     assert code != grpc.StatusCode.PERMISSION_DENIED
 
 
+def replay_the_issue_attacks(
+    running: stack.Stack, dirs: Mapping[str, Path], api: client.ApiClient, namespace: str
+) -> None:
+    """Issue 17's attacks with real requests: bind another scheduler's pending pod, and
+    evict a running pod for it, with no certificate and with the release's ops and
+    binder certificates. The pod stays Pending and the victim keeps running."""
+    core = client.CoreV1Api(api)
+    [foreign] = kube.create_pods(
+        api,
+        namespace=namespace,
+        pods=[kube.make_pod("foreign", scheduler_name="default-scheduler")],
+    )
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+    victim = next(p for name, p in pods.items() if name != foreign and p.spec.node_name)
+
+    def ref(pod: Any) -> Any:
+        return types_pb2.PodRef(namespace=namespace, name=pod.metadata.name, uid=pod.metadata.uid)
+
+    attacks = {
+        "Bind": binder_pb2.BindRequest(
+            decision_id="attack-bind",
+            pod=ref(pods[foreign]),
+            node=victim.spec.node_name,
+            max_attempts=1,
+            profile="splitsched",
+        ),
+        "Preempt": binder_pb2.PreemptRequest(
+            decision_id="attack-preempt",
+            preemptor=ref(pods[foreign]),
+            node=victim.spec.node_name,
+            victims=[ref(victim)],
+        ),
+    }
+    ca = dirs["ops"] / "ca.crt"
+    binder = next(s for s in running.services if s.name.startswith("binder"))
+    for who, holder in (("no certificate", None), ("ops", dirs["ops"]), ("binder", dirs["binder"])):
+        for method, request in attacks.items():
+            creds = credentials(ca, holder)
+            code = call(binder.grpc_target, "splitsched.v1.Binder", method, request, creds)
+            assert code != grpc.StatusCode.OK, f"{who} made a binder {method}"
+    time.sleep(2)  # a binder that had accepted would have bound or evicted by now
+    after = core.read_namespaced_pod(foreign, namespace)
+    assert not after.spec.node_name and not (after.status.nominated_node_name or "")
+    kept = core.read_namespaced_pod(victim.metadata.name, namespace)
+    assert kept.metadata.uid == victim.metadata.uid and kept.metadata.deletion_timestamp is None
+
+
 def test_services_run_with_exactly_the_rendered_certificates_and_flags(
     helm: Path, kube_api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
@@ -409,6 +459,7 @@ def test_services_run_with_exactly_the_rendered_certificates_and_flags(
 
             kube.wait_for(all_bound, timeout=60, message="pods bound over the chart's mTLS")
             assert_every_restricted_rpc_refused(running, dirs, tmp_path)
+            replay_the_issue_attacks(running, dirs, kube_api, namespace)
     finally:
         kube.delete_nodes(kube_api, nodes)
 
