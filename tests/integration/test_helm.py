@@ -20,6 +20,9 @@
   pods end to end; in HA mode the scheduler's token can use its Lease and nothing else,
   and two schedulers elect a leader with it and schedule.
 
+The chart's secure defaults (mutual TLS with its own CA, trusted clients,
+NetworkPolicies) have their own tests in test_helm_secure.py.
+
 The helm binary is the cached one (``controlplane.binary_path("helm")``, built by
 scripts/get-binaries.sh). Its default Kubernetes version is whatever it was built with,
 so templates are rendered for the control plane's version (``--kube-version``).
@@ -30,7 +33,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -49,10 +51,21 @@ from splitsched.runtime import config, security
 from splitsched.testing import controlplane, kube, stack
 from tests.support import certs
 from tests.support.fixtures import ControlPlaneHandle
+from tests.support.helm import (
+    CHART,
+    COMPONENTS,
+    Manifest,
+    cluster_helm,
+    container,
+    find,
+    helm_args,
+    kube_version,
+    one,
+    render,
+    run_helm,
+)
 
-CHART = controlplane.REPO_ROOT / "helm" / "splitsched"
 CI_VALUES = CHART / "ci" / "all-on-values.yaml"
-COMPONENTS = ("watcher", "scheduler", "binder")
 STANDARD_LABELS = (
     "app.kubernetes.io/name",
     "app.kubernetes.io/instance",
@@ -74,72 +87,12 @@ SERVICES = {
 }
 #: Scheduler leader election on, everything else default.
 HA_SETS = ("scheduler.replicas=2", "scheduler.leaderElection.enabled=true")
-Manifest = dict[str, Any]
 
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
     controlplane.ensure_binaries(("helm",))
     return controlplane.binary_path("helm")
-
-
-def kube_version() -> str:
-    return controlplane.binary_versions()["kube-apiserver"]
-
-
-def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(helm), *args], capture_output=True, text=True, timeout=120, check=False
-    )
-
-
-def helm_args(
-    *, values: Sequence[Path] = (), sets: Sequence[str] = (), namespace: str = "splitsched"
-) -> list[str]:
-    args = ["--namespace", namespace]
-    for path in values:
-        args += ["--values", str(path)]
-    for item in sets:
-        args += ["--set", item]
-    return args
-
-
-def render(
-    helm: Path,
-    *,
-    release: str = "splitsched",
-    namespace: str = "splitsched",
-    values: Sequence[Path] = (),
-    sets: Sequence[str] = (),
-) -> list[Manifest]:
-    result = run_helm(
-        helm,
-        "template",
-        release,
-        str(CHART),
-        "--kube-version",
-        kube_version(),
-        *helm_args(values=values, sets=sets, namespace=namespace),
-    )
-    assert result.returncode == 0, result.stderr
-    return [d for d in yaml.safe_load_all(result.stdout) if d]
-
-
-def find(docs: Sequence[Manifest], kind: str, component: str | None = None) -> list[Manifest]:
-    return [
-        d
-        for d in docs
-        if d["kind"] == kind
-        and (
-            component is None
-            or d["metadata"]["labels"].get("app.kubernetes.io/component") == component
-        )
-    ]
-
-
-def one(docs: Sequence[Manifest], kind: str, component: str) -> Manifest:
-    [doc] = find(docs, kind, component)
-    return doc
 
 
 # -- helm lint / template ------------------------------------------------------------------
@@ -156,7 +109,9 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         labels = doc["metadata"].get("labels", {})
         missing = [k for k in STANDARD_LABELS if k not in labels]
         assert not missing, f"{doc['kind']}/{doc['metadata']['name']} lacks {missing}"
-        assert labels["app.kubernetes.io/component"] in COMPONENTS
+        # The CA's and the operators' certificate Secrets belong to no Deployment.
+        owners = (*COMPONENTS, "ca", "ops") if doc["kind"] == "Secret" else COMPONENTS
+        assert labels["app.kubernetes.io/component"] in owners
         assert labels["app.kubernetes.io/part-of"] == "splitsched"
     for component in COMPONENTS:
         deployment = one(docs, "Deployment", component)
@@ -212,7 +167,12 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "otel on without endpoint": (["global.otel.enabled=true"], "/global/otel/endpoint"),
     "no profiles": (["scheduler.profiles=null"], "profiles"),
     "workers zero": (["binder.workers=0"], "/binder/workers"),
-    "tls on without a secret": (["tls.enabled=true"], "/tls/secretName"),
+    "tls certificates valid no day": (["tls.validityDays=0"], "/tls/validityDays"),
+    "tls issuer of an unknown kind": (["tls.certManager.issuerRef.kind=Vault"], "kind"),
+    "network policy peer typo": (
+        ["networkPolicy.schedulerClients[0].podSelectr.a=b"],
+        "podSelectr",
+    ),
     "tls trusted client with a comma": (["tls.trustedClients={a\\,b}"], "/tls/trustedClients"),
 }
 
@@ -250,13 +210,6 @@ def test_lease_timings_the_scheduler_would_refuse_fail_the_chart(
 
 
 # -- what the Deployments run ----------------------------------------------------------------
-
-
-def container(docs: Sequence[Manifest], component: str) -> Manifest:
-    spec = one(docs, "Deployment", component)["spec"]["template"]["spec"]
-    [main] = spec["containers"]
-    assert isinstance(main, dict)
-    return main
 
 
 PARSERS = {
@@ -340,7 +293,8 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
             ready = main["readinessProbe"]["httpGet"]
             assert (ready["path"], ready["port"]) == ("/readyz", "http")
         else:
-            assert main["readinessProbe"]["grpc"]["port"] == ports["grpc"]
+            # TLS is on by default: the kubelet's gRPC probe cannot speak it.
+            assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
         security = main["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
@@ -428,25 +382,13 @@ def test_helm_install_and_uninstall_as_documented(
         yaml.safe_dump({"global": {"commonLabels": {kube.TEST_NAMESPACE_LABEL: namespace}}})
     )
     release = f"inst-{uuid.uuid4().hex[:6]}"
-    env = {
-        "PATH": "/usr/bin:/bin",
-        "HOME": str(tmp_path),
-        "KUBECONFIG": str(control_plane.kubeconfig_path),
-        **{f"HELM_{d}_HOME": str(tmp_path / d.lower()) for d in ("CACHE", "CONFIG", "DATA")},
-    }
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(helm), *args], capture_output=True, text=True, env=env, timeout=120, check=False
-        )
-
-    installed = run("install", release, str(CHART), "--namespace", namespace, "-f", str(labels))
-    assert installed.returncode == 0, installed.stderr
+    run = cluster_helm(helm, control_plane.kubeconfig_path, tmp_path)
+    notes = run("install", release, str(CHART), "--namespace", namespace, "-f", str(labels))
     fullname = f"{release}-splitsched"
-    notes = installed.stdout
     assert "schedulerName: splitsched" in notes
     assert f"port-forward svc/{fullname}-scheduler 50050:50050" in notes
-    assert "splitsched pods --server 127.0.0.1:50050" in notes
+    assert "splitsched pods --server localhost:50050 --ca ops-ca.crt" in notes
+    assert "WARNING" not in notes
 
     apps = client.AppsV1Api(kube_api)
     deployments = {d.metadata.name for d in apps.list_namespaced_deployment(namespace).items}
@@ -455,8 +397,7 @@ def test_helm_install_and_uninstall_as_documented(
     selector = f"app.kubernetes.io/instance={release}"
     assert len(rbac.list_cluster_role(label_selector=selector).items) == 2
 
-    uninstalled = run("uninstall", release, "--namespace", namespace, "--wait")
-    assert uninstalled.returncode == 0, uninstalled.stderr
+    run("uninstall", release, "--namespace", namespace, "--wait")
     assert not rbac.list_cluster_role(label_selector=selector).items
     assert not apps.list_namespaced_deployment(namespace).items
 

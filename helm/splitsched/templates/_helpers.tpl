@@ -246,6 +246,78 @@ true
 {{- end -}}
 
 {{/*
+TLS identities. `mode` is "shared" (tls.secretName: one Secret for every component),
+"cert-manager" (tls.certManager.issuerRef.name: Certificates) or "generated" (the chart's
+own CA, templates/tls/secrets.yaml).
+*/}}
+{{- define "splitsched.tlsMode" -}}
+{{- if .Values.tls.secretName -}}shared
+{{- else if .Values.tls.certManager.issuerRef.name -}}cert-manager
+{{- else -}}generated
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret a component (or "ops") reads its certificate from. */}}
+{{- define "splitsched.tlsSecretName" -}}
+{{- if .ctx.Values.tls.secretName -}}
+{{- .ctx.Values.tls.secretName -}}
+{{- else -}}
+{{- printf "%s-tls" (include "splitsched.componentName" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A component's (or "ops"') identity: its certificate's common name,
+<fullname>-<component>.<namespace>, unique across releases and namespaces that share an
+issuer.
+*/}}
+{{- define "splitsched.identity" -}}
+{{- printf "%s.%s" (include "splitsched.componentName" .) .ctx.Release.Namespace -}}
+{{- end -}}
+
+{{/*
+The DNS names a component's server certificate carries: each of its Services, short and
+qualified, plus localhost (so `kubectl port-forward` clients verify it too); none for
+"ops" (a client only).
+*/}}
+{{- define "splitsched.tlsDnsNames" -}}
+{{- $ctx := .ctx -}}
+{{- $services := dict "watcher" (list "watcher") "scheduler" (list "scheduler" "scheduler-headless") "binder" (list "binder-headless") "ops" (list) -}}
+{{- $names := list -}}
+{{- range (index $services .component) -}}
+{{- $svc := printf "%s-%s" (include "splitsched.fullname" $ctx) . -}}
+{{- $names = concat $names (list $svc (printf "%s.%s" $svc $ctx.Release.Namespace) (printf "%s.%s.svc" $svc $ctx.Release.Namespace) (include "splitsched.serviceHost" (dict "ctx" $ctx "name" $svc))) -}}
+{{- end -}}
+{{- if $names -}}
+{{- $names = append $names "localhost" -}}
+{{- end -}}
+{{- toJson $names -}}
+{{- end -}}
+
+{{/*
+Who may call a component's restricted RPCs (--trusted-clients), comma-separated:
+tls.trustedClients when set; else with the chart's per-component certificates the
+binders and the watcher trust the scheduler, the scheduler the binders, the ops identity
+and tls.opsClients; with one shared Secret, no one is singled out ("").
+*/}}
+{{- define "splitsched.trustedClients" -}}
+{{- $t := .ctx.Values.tls -}}
+{{- $id := dict -}}
+{{- range list "scheduler" "binder" "ops" -}}
+{{- $_ := set $id . (include "splitsched.identity" (dict "ctx" $.ctx "component" .)) -}}
+{{- end -}}
+{{- if $t.trustedClients -}}
+{{- join "," $t.trustedClients -}}
+{{- else if not $t.secretName -}}
+{{- if eq .component "scheduler" -}}
+{{- join "," (concat (list $id.binder $id.ops) $t.opsClients) -}}
+{{- else -}}
+{{- $id.scheduler -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 TLS (values `tls`, when enabled): the flags for a component's server and, with `.peers`,
 for its outgoing channels, reading the Secret `splitsched.tlsVolume` mounts.
 */}}
@@ -255,8 +327,8 @@ for its outgoing channels, reading the Secret `splitsched.tlsVolume` mounts.
 - --tls-key=/etc/splitsched-tls/tls.key
 - --tls-ca=/etc/splitsched-tls/ca.crt
 - --tls-client-auth
-{{- with $t.trustedClients }}
-- --trusted-clients={{ join "," . }}
+{{- with include "splitsched.trustedClients" . }}
+- --trusted-clients={{ . }}
 {{- end }}
 {{- if .peers }}
 - --peer-tls-ca=/etc/splitsched-tls/ca.crt
@@ -274,8 +346,50 @@ for its outgoing channels, reading the Secret `splitsched.tlsVolume` mounts.
   readOnly: true
 {{- end -}}
 
+{{/* The component's own certificate Secret (only its own: a binder pod cannot act as the scheduler). */}}
 {{- define "splitsched.tlsVolume" -}}
 - name: tls
   secret:
-    secretName: {{ required "tls.secretName is required when tls.enabled" .Values.tls.secretName }}
+    secretName: {{ include "splitsched.tlsSecretName" . }}
+{{- end -}}
+
+{{/*
+A component's NetworkPolicy: ingress to its gRPC port only from `.grpcFrom` (a list of
+NetworkPolicyPeers) and to its metrics port only from networkPolicy.monitoring; nothing
+else reaches its pods.
+*/}}
+{{- define "splitsched.networkPolicy" -}}
+{{- $np := .ctx.Values.networkPolicy -}}
+{{- if $np.enabled }}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "splitsched.componentName" . }}
+  namespace: {{ .ctx.Release.Namespace }}
+  labels:
+    {{- include "splitsched.labels" . | nindent 4 }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- include "splitsched.selectorLabels" . | nindent 6 }}
+  policyTypes: [Ingress]
+  ingress:
+    - from:
+        {{- toYaml .grpcFrom | nindent 8 }}
+      ports:
+        - port: {{ .grpcPort }}
+          protocol: TCP
+    {{- with $np.monitoring }}
+    - from:
+        {{- toYaml . | nindent 8 }}
+      ports:
+        - port: {{ $.httpPort }}
+          protocol: TCP
+    {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* A NetworkPolicyPeer selecting one component's pods of this release. */}}
+{{- define "splitsched.podPeer" -}}
+{{- toJson (list (dict "podSelector" (dict "matchLabels" (include "splitsched.selectorLabels" . | fromYaml)))) -}}
 {{- end -}}
