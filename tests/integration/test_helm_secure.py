@@ -437,7 +437,7 @@ def test_services_run_with_exactly_the_rendered_certificates_and_flags(
         watcher_kubeconfig=configs["watcher"],
         binder_kubeconfig=configs["binder"],
         binders=2,
-        tls=None,  # the chart's flags below, not the Stack's own certificates
+        tls=False,  # the chart's flags below, not the Stack's own certificates
         watcher_args=[*rendered_tls_args(docs, "watcher", dirs["watcher"]), *names_flag],
         binder_args=rendered_tls_args(docs, "binder", dirs["binder"]),
         scheduler_args=[
