@@ -11,8 +11,10 @@ Flags (env `SPLITSCHED_<SERVICE>_<DEST>` and the config file work as for every o
 - `--trusted-clients a,b` (needs mutual TLS): the RPCs in `--restrict-rpcs` (each
   service has a default: the mutating or expensive ones) are allowed only to a client
   whose certificate's common name, DNS SAN or URI SAN is in the list; other callers get
-  PERMISSION_DENIED naming the method and their identity. Without it no RPC is restricted
-  beyond what the TLS handshake already checks. Health and reflection are never restricted.
+  PERMISSION_DENIED naming the method and their identity. An entry `Method=name` trusts
+  `name` for that one restricted RPC only (the scheduler's ops tools may Simulate but
+  not report binding outcomes). Without the flag no RPC is restricted beyond what the
+  TLS handshake already checks. Health and reflection are never restricted.
 - `--peer-tls-ca --peer-tls-cert --peer-tls-key --peer-server-name` make the service's own
   outgoing channels TLS (mutual with cert and key).
 
@@ -123,8 +125,8 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
             "(or drop --tls-ca)"
         )
 
-    trusted = _names(args.trusted_clients)
     methods = _names(args.restrict_rpcs)
+    trusted, per_method = split_trusted(_names(args.trusted_clients), restricted=methods)
     known = [m.name for m in service.methods]
     unknown = [m for m in methods if m not in known]
     if unknown:
@@ -133,7 +135,7 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
             f"(it has {', '.join(known)})"
         )
     interceptors: tuple[grpc.aio.ServerInterceptor, ...] = ()
-    if trusted:
+    if trusted or per_method:
         if server is None or not server.require_client_cert:
             raise ConfigError(
                 "--trusted-clients needs mutual TLS (--tls-cert, --tls-key, --tls-ca, "
@@ -141,7 +143,13 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
             )
         if methods:
             paths = {f"/{service.full_name}/{m}" for m in methods}
-            interceptors = (TrustedClients(methods=paths, trusted=trusted),)
+            interceptors = (
+                TrustedClients(
+                    methods=paths,
+                    trusted=trusted,
+                    per_method={f"/{service.full_name}/{m}": ids for m, ids in per_method.items()},
+                ),
+            )
 
     peer: grpcsrv.ClientTls | None = None
     if any(getattr(args, f, None) for f in ("peer_tls_ca", "peer_tls_cert", "peer_tls_key")):
@@ -157,6 +165,28 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
     return Security(server=server, peer=peer, interceptors=interceptors)
 
 
+def split_trusted(
+    entries: Sequence[str], *, restricted: Collection[str]
+) -> tuple[frozenset[str], dict[str, frozenset[str]]]:
+    """`--trusted-clients` entries -> (names trusted for every restricted RPC, names
+    trusted for one RPC only). `Method=name` must name a restricted RPC: a typo would
+    otherwise trust no one, or the wrong method, silently."""
+    everywhere: set[str] = set()
+    one_rpc: dict[str, set[str]] = {}
+    for entry in entries:
+        method, sep, name = entry.partition("=")
+        if not sep:
+            everywhere.add(entry)
+            continue
+        if method not in restricted or not name:
+            raise ConfigError(
+                f"--trusted-clients: {entry!r}: want Method=identity with Method one of "
+                f"--restrict-rpcs ({', '.join(restricted) or 'none'})"
+            )
+        one_rpc.setdefault(method, set()).add(name)
+    return frozenset(everywhere), {m: frozenset(ids) for m, ids in one_rpc.items()}
+
+
 def peer_identities(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[str]:
     """The names a verified client certificate gives its holder (see IDENTITY_KEYS); empty
     without one. gRPC fills auth_context only from a certificate the handshake verified."""
@@ -169,15 +199,23 @@ def peer_identities(auth_context: Mapping[str, Iterable[bytes]]) -> frozenset[st
 
 class TrustedClients(grpc.aio.ServerInterceptor):
     """Lets only callers whose certificate identity is in `trusted` reach the RPCs in
-    `methods` (full paths, "/pkg.Service/Method"); others get PERMISSION_DENIED."""
+    `methods` (full paths, "/pkg.Service/Method"), plus those `per_method` trusts for
+    that one method; others get PERMISSION_DENIED."""
 
-    def __init__(self, *, methods: Collection[str], trusted: Collection[str]) -> None:
+    def __init__(
+        self,
+        *,
+        methods: Collection[str],
+        trusted: Collection[str],
+        per_method: Mapping[str, Collection[str]] | None = None,
+    ) -> None:
         self.methods = frozenset(methods)
         self.trusted = frozenset(trusted)
+        self.per_method = {m: frozenset(ids) for m, ids in (per_method or {}).items()}
 
     async def _check(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         ids = peer_identities(context.auth_context())
-        if ids & self.trusted:
+        if ids & (self.trusted | self.per_method.get(method, frozenset())):
             return
         who = ", ".join(sorted(ids)) if ids else "no client certificate"
         log.warning("denied %s to %s (%s)", method, who, context.peer())

@@ -63,7 +63,7 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
 TRUSTED_CLIENTS = {
     "watcher": "splitsched-scheduler",
     "binder": "splitsched-scheduler",
-    "scheduler": "splitsched-binder,splitsched-ops",
+    "scheduler": "splitsched-binder,Simulate=splitsched-ops",  # ops: Simulate only
 }
 
 

@@ -188,7 +188,7 @@ def _restricted_rpcs(tls_stack: stack.Stack) -> list[tuple[str, str, Rpc, tuple[
          not_scheduler),
         (tls_stack.watcher.grpc_target, "StreamClusterEvents", events, ("ops", "binder")),
         (tls_stack.scheduler.grpc_target, "ReportBindingOutcome", report,
-         ("watcher", "scheduler")),
+         ("watcher", "scheduler", "ops")),  # ops is trusted for Simulate only
     ]  # fmt: skip
 
 

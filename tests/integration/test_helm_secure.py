@@ -153,7 +153,7 @@ def test_default_chart_gives_each_component_its_own_certificate_and_trust(helm: 
     assert trusted == {
         "binder": {ids["scheduler"]},
         "watcher": {ids["scheduler"]},
-        "scheduler": {ids["binder"], ids["ops"]},
+        "scheduler": {ids["binder"], f"Simulate={ids['ops']}"},  # ops: Simulate only
     }
 
 
@@ -369,6 +369,10 @@ def assert_every_restricted_rpc_refused(
     code = call(targets["scheduler"], "splitsched.v1.Scheduler", "Simulate",
                 scheduler_pb2.SimulateRequest(), ops)  # fmt: skip
     assert code != grpc.StatusCode.PERMISSION_DENIED
+    # ... and only Simulate: it cannot forge a binding outcome.
+    code = call(targets["scheduler"], "splitsched.v1.Scheduler", "ReportBindingOutcome",
+                scheduler_pb2.ReportBindingOutcomeRequest(), ops)  # fmt: skip
+    assert code == grpc.StatusCode.PERMISSION_DENIED
 
 
 def replay_the_issue_attacks(

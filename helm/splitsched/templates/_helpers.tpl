@@ -297,8 +297,9 @@ qualified, plus localhost (so `kubectl port-forward` clients verify it too); non
 {{/*
 Who may call a component's restricted RPCs (--trusted-clients), comma-separated:
 tls.trustedClients when set; else with the chart's per-component certificates the
-binders and the watcher trust the scheduler, the scheduler the binders, the ops identity
-and tls.opsClients; with one shared Secret, no one is singled out ("").
+binders and the watcher trust the scheduler, the scheduler the binders (every restricted
+RPC) and the ops identity and tls.opsClients (Simulate only: `Simulate=<name>`, so a tool
+cannot forge a binding outcome); with one shared Secret, no one is singled out ("").
 */}}
 {{- define "splitsched.trustedClients" -}}
 {{- $t := .ctx.Values.tls -}}
@@ -310,7 +311,11 @@ and tls.opsClients; with one shared Secret, no one is singled out ("").
 {{- join "," $t.trustedClients -}}
 {{- else if not $t.secretName -}}
 {{- if eq .component "scheduler" -}}
-{{- join "," (concat (list $id.binder $id.ops) $t.opsClients) -}}
+{{- $entries := list $id.binder -}}
+{{- range (concat (list $id.ops) $t.opsClients) -}}
+{{- $entries = append $entries (printf "Simulate=%s" .) -}}
+{{- end -}}
+{{- join "," $entries -}}
 {{- else -}}
 {{- $id.scheduler -}}
 {{- end -}}

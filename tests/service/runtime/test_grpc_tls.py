@@ -246,6 +246,29 @@ def test_only_trusted_identities_report_outcomes_or_simulate(tls_dir: Path) -> N
         assert "splitsched-ops" in details
 
 
+def test_an_identity_trusted_for_simulate_only_cannot_report_outcomes(tls_dir: Path) -> None:
+    """The chart's scheduler trusts its binders for every restricted RPC and the ops tools
+    for Simulate only: an ops certificate must not forge a binding outcome."""
+    trusted = "splitsched-binder,Simulate=splitsched-ops"
+
+    async def body() -> dict[str, dict[str, Code]]:
+        flags = [*mtls_flags(tls_dir, "scheduler"), "--trusted-clients", trusted]
+        seen: dict[str, dict[str, Code]] = {}
+        async with scheduler_server(flags) as target:
+            for who in ("binder", "ops"):
+                async with dial(target, client(tls_dir, who)) as ch:
+                    stub = scheduler_pb2_grpc.SchedulerStub(ch)
+                    report = scheduler_pb2.ReportBindingOutcomeRequest(binder_id="b")
+                    outcome, _ = await call(stub, "ReportBindingOutcome", report)
+                    simulate, _ = await call(stub, "Simulate", simulate_request())
+                    seen[who] = {"ReportBindingOutcome": outcome, "Simulate": simulate}
+        return seen
+
+    seen = run(body())
+    assert seen["binder"] == {"ReportBindingOutcome": Code.OK, "Simulate": Code.OK}
+    assert seen["ops"] == {"ReportBindingOutcome": Code.PERMISSION_DENIED, "Simulate": Code.OK}
+
+
 def test_restricted_binder_and_watcher_rpcs_admit_only_the_scheduler(tls_dir: Path) -> None:
     """The guard stands before the servicer: a trusted caller reaches it (here a servicer
     that answers UNIMPLEMENTED, or an empty watcher's stream), an untrusted one does not;

@@ -139,6 +139,21 @@ def test_restrict_rpcs_overrides_the_default_and_unknown_names_fail(tls_dir: Pat
     assert sec.interceptors == ()
 
 
+def test_a_method_entry_trusts_a_name_for_that_restricted_rpc_only(tls_dir: Path) -> None:
+    sec = resolve("scheduler", [*mtls(tls_dir), "--trusted-clients",
+                                "binder,Simulate=ops,Simulate=tools"])  # fmt: skip
+    [guard] = sec.interceptors
+    assert isinstance(guard, security.TrustedClients)
+    assert guard.trusted == {"binder"}
+    assert guard.per_method == {"/splitsched.v1.Scheduler/Simulate": {"ops", "tools"}}
+    # Only method entries: still restricted, and still needs mutual TLS.
+    sec = resolve("scheduler", [*mtls(tls_dir), "--trusted-clients", "Simulate=ops"])
+    assert len(sec.interceptors) == 1
+    for bad in ("Explain=ops", "Simulate=", "Bogus=x"):  # not restricted, empty, unknown
+        with pytest.raises(config.ConfigError, match="want Method=identity"):
+            resolve("scheduler", [*mtls(tls_dir), "--trusted-clients", bad])
+
+
 def test_contradictory_flags_are_refused(tls_dir: Path) -> None:
     cert = [
         "--tls-cert",

@@ -78,7 +78,7 @@ def test_tls_gives_every_service_its_certificate_and_peers_the_ca(tmp_path: Path
     assert _flag(binder, "--peer-tls-ca") == str(tmp_path / "certs" / "ca.crt")
     assert _flag(binder, "--peer-server-name") == "localhost"
     scheduler = s._scheduler(0, 23456, watcher=watcher, binders=[binder])
-    assert _flag(scheduler, "--trusted-clients") == "splitsched-binder,splitsched-ops"
+    assert _flag(scheduler, "--trusted-clients") == "splitsched-binder,Simulate=splitsched-ops"
 
 
 def test_mutual_tls_is_the_default_from_certificates_in_the_workdir(tmp_path: Path) -> None:
