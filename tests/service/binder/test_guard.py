@@ -35,6 +35,12 @@ def refused(h: Harness, reason: str) -> float:
     return value or 0.0
 
 
+def refusal_line(caplog: pytest.LogCaptureFixture) -> str:
+    """The one refusal the binder logged."""
+    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    return line
+
+
 def ref(name: str) -> types_pb2.PodRef:
     return types_pb2.PodRef(namespace="ns", name=name, uid=f"uid-{name}")
 
@@ -70,7 +76,7 @@ def test_a_pod_of_another_scheduler_is_not_bound(caplog: pytest.LogCaptureFixtur
             assert refused(h, "scheduler_name") == 1
 
     run(body())
-    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    line = refusal_line(caplog)
     assert line.startswith("refused binding ns/theirs to node-a asked by ipv4:127.0.0.1:")
     assert "(no client certificate)" in line
 
@@ -171,7 +177,7 @@ def test_an_unschedulable_report_about_a_pod_of_another_scheduler_writes_nothing
             assert [name for _, name, _, _ in h.kube.patches] == ["ours"]
 
     run(body())
-    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    line = refusal_line(caplog)
     assert line.startswith("refused FailedScheduling report for ns/theirs asked by ipv4:")
     assert "schedulerName 'default-scheduler', not a profile this binder serves" in line
 
