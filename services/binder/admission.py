@@ -1,10 +1,12 @@
 """The reads behind the binder's refusals (``services.binder.guard`` decides): before a
 Binding, one GET of the pod (from the API server's watch cache) and of the node; before a
-preemption, the preemptor, the node and each victim. Nothing is written for a refused
-decision, nor for one whose pod cannot be read.
+preemption, the preemptor, the node and each victim; before the FailedScheduling Event and
+PodScheduled=False of an unschedulable report, the pod. Nothing is written for a refused
+decision or report, nor for one whose pod cannot be read.
 
-Used by ``services.binder.worker`` for every binding and preemption. A node seen to exist
-is remembered for ``NODE_TTL`` seconds, so a burst of bindings to one node reads it once.
+Used by ``services.binder.worker`` for every binding, preemption and unschedulable report.
+A node seen to exist is remembered for ``NODE_TTL`` seconds, so a burst of bindings to one
+node reads it once.
 Each refusal is logged with the caller's identity and counted in
 ``splitsched_binder_refused_total{reason}``.
 """
@@ -81,6 +83,23 @@ class Admission:
             return missing
         return await self._victims(job, preemptor_priority=guard.priority(pod), what=what)
 
+    async def unschedulable(self, pod: PodKey, *, deadline: float, caller: str) -> bool:
+        """True when the scheduler's report that ``pod`` is unschedulable may be written:
+        the pod exists (with the report's uid, when it names one) and is of a served
+        profile. Otherwise nothing is to be written: gone, refused, or not readable."""
+        what = f"FailedScheduling report for {pod}"
+        found = await self._read_pod(pod, deadline=deadline)
+        if isinstance(found, BindResult):
+            log.warning("%s not written: %s", what, found.message)
+            return False
+        if found is None:
+            return False  # gone or re-created: the report is about a pod no longer there
+        refusal = guard.foreign_pod(found, who=f"pod {pod}", profiles=self.profiles)
+        if refusal is not None:
+            self._refuse(refusal, what=what, caller=caller)
+            return False
+        return True
+
     async def _victims(
         self, job: PreemptJob, *, preemptor_priority: int, what: str
     ) -> BindResult | None:
@@ -106,9 +125,10 @@ class Admission:
     async def _read_pod(
         self, pod: PodKey, *, deadline: float
     ) -> Mapping[str, Any] | BindResult | None:
-        """The pod's JSON; None when it is gone or re-created (another uid): nothing to
-        check, the uid-checked write that follows fails and says so; the result to report
-        when it cannot be read. Read from the API server's cache first (the fields
+        """The pod's JSON; None when it is gone or re-created (another uid; any uid when
+        ``pod.uid`` is empty, as an unschedulable report may be): nothing to check, the
+        uid-checked write that follows fails and says so; the result to report when it
+        cannot be read. Read from the API server's cache first (the fields
         checked never change); a pod the cache does not show is read again from etcd, as
         the cache may lag a little."""
         for cached in (True, False):
@@ -116,7 +136,7 @@ class Admission:
             answer = await self._get(request, deadline)
             if isinstance(answer, BindResult):
                 return answer
-            if answer.status == 200 and _uid(answer.body) == pod.uid:
+            if answer.status == 200 and pod.uid in ("", _uid(answer.body)):
                 return cast(Mapping[str, Any], answer.body)
             if answer.status not in (200, 404):
                 message = f"reading {request.what}: {classify.http_error(answer)}"

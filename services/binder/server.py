@@ -220,6 +220,7 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
             message=request.message,
             reason=request.reason,
             profile=request.profile,
+            caller=caller_identity(context),
         )
         return binder_pb2.BinderAck(accepted=reason is None, reason=reason or "")
 

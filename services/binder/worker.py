@@ -47,7 +47,7 @@ from services.binder.jobs import (
 from services.binder.kubeapi import KubeClient
 from services.binder.metrics import BinderMetrics
 from services.binder.preemption import Preempter, PreemptionResult
-from services.binder.recorder import Recorder
+from services.binder.recorder import UNSCHEDULABLE_WRITE_SECONDS, Recorder
 from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
 from services.binder.spans import NO_CALL, RetriedCall, bind_call
@@ -259,6 +259,7 @@ class BindingPool:
         message: str,
         reason: str,
         profile: str,
+        caller: str = "",
     ) -> str | None:
         """Start writing the FailedScheduling Event and PodScheduled=False; None if accepted."""
         if self.shutting_down:
@@ -267,11 +268,23 @@ class BindingPool:
             return f"too many unschedulable reports pending ({len(self._side_tasks)})"
         pod = PodKey(namespace, name, uid)
         self._spawn(
-            self._recorder.unschedulable(
-                pod, message=message, reason=reason or "Unschedulable", profile=profile
+            self._unschedulable(
+                pod, message=message, reason=reason or "Unschedulable", profile=profile,
+                caller=caller,
             )
-        )
+        )  # fmt: skip
         return None
+
+    async def _unschedulable(
+        self, pod: PodKey, *, message: str, reason: str, profile: str, caller: str
+    ) -> None:
+        """Writes nothing for a pod ``Admission`` refuses (another scheduler's) or that is
+        gone: the report could otherwise mark any pod unschedulable."""
+        if self._admission is not None:
+            deadline = self._clock() + UNSCHEDULABLE_WRITE_SECONDS
+            if not await self._admission.unschedulable(pod, deadline=deadline, caller=caller):
+                return
+        await self._recorder.unschedulable(pod, message=message, reason=reason, profile=profile)
 
     def _report_again(self, decision_id: str) -> bool:
         """Re-send a finished decision's outcome; False when it is not known finished."""

@@ -366,6 +366,7 @@ def test_full_queue_refuses_with_a_reason() -> None:
 def test_report_unschedulable_writes_event_and_condition() -> None:
     async def body() -> None:
         async with harness() as h:
+            add_pod(h, "p1")  # read first: the binder writes nothing about a pod not there
             message = "0/3 nodes are available: 3 Insufficient cpu."
             ack = await h.stub.ReportUnschedulable(
                 binder_pb2.UnschedulableReport(

@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
-from tests.support.binder import Harness, add_pod, bind_request, harness, run
+from tests.support.binder import Harness, add_pod, bind_request, eventually, harness, run
 from tests.support.fakes.kube import FakePod, PreemptKube
 
 Outcome = scheduler_pb2.BindingOutcome
@@ -33,6 +33,12 @@ def refused(h: Harness, reason: str) -> float:
         "splitsched_binder_refused_total", {"reason": reason}
     )
     return value or 0.0
+
+
+def refusal_line(caplog: pytest.LogCaptureFixture) -> str:
+    """The one refusal the binder logged."""
+    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    return line
 
 
 def ref(name: str) -> types_pb2.PodRef:
@@ -70,7 +76,7 @@ def test_a_pod_of_another_scheduler_is_not_bound(caplog: pytest.LogCaptureFixtur
             assert refused(h, "scheduler_name") == 1
 
     run(body())
-    (line,) = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    line = refusal_line(caplog)
     assert line.startswith("refused binding ns/theirs to node-a asked by ipv4:127.0.0.1:")
     assert "(no client certificate)" in line
 
@@ -141,5 +147,50 @@ def test_a_preemption_for_a_foreign_preemptor_or_a_missing_node_is_refused() -> 
                 )
                 == 2
             )
+
+    run(body())
+
+
+def report(name: str) -> binder_pb2.UnschedulableReport:
+    return binder_pb2.UnschedulableReport(
+        pod=ref(name), message="0/3 nodes are available: 3 Insufficient cpu.",
+        reason="Unschedulable", profile="splitsched",
+    )  # fmt: skip
+
+
+def test_an_unschedulable_report_about_a_pod_of_another_scheduler_writes_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="services.binder.admission")
+
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "theirs")
+            h.kube.pods[("ns", "theirs")].scheduler_name = "default-scheduler"
+            add_pod(h, "ours")
+            for name in ("theirs", "ours"):
+                ack = await h.stub.ReportUnschedulable(report(name))
+                assert ack.accepted, ack.reason
+            await eventually(lambda: refused(h, "scheduler_name") == 1)
+            await eventually(lambda: h.kube.events and h.kube.patches)
+            assert [e["regarding"]["name"] for e in h.kube.events] == ["ours"]
+            assert [name for _, name, _, _ in h.kube.patches] == ["ours"]
+
+    run(body())
+    line = refusal_line(caplog)
+    assert line.startswith("refused FailedScheduling report for ns/theirs asked by ipv4:")
+    assert "schedulerName 'default-scheduler', not a profile this binder serves" in line
+
+
+def test_an_unschedulable_report_without_a_uid_is_written_for_a_pod_of_a_served_profile() -> None:
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "ours")
+            request = report("ours")
+            request.pod.uid = ""
+            assert (await h.stub.ReportUnschedulable(request)).accepted
+            await eventually(lambda: h.kube.events and h.kube.patches)
+            assert "uid" not in h.kube.events[0]["regarding"]
+            assert refused(h, "scheduler_name") == 0
 
     run(body())
