@@ -16,7 +16,9 @@
   a caller without a certificate, with one from another CA (even naming the scheduler),
   and with a certificate of the release's CA but the wrong identity; and issue 17's two
   attacks replayed with real requests (bind another scheduler's pending pod, evict a
-  running pod) leave the pod Pending and the victim running;
+  running pod) leave the pod Pending and the victim running; even with the scheduler's
+  own certificate, which the binders trust, the binder's guard refuses a foreign
+  schedulerName and a victim of the preemptor's priority, and writes nothing;
 * ``helm install`` then ``helm upgrade`` against the real API server keeps every
   certificate (``lookup``); deleting the CA Secret and upgrading rotates them all.
 """
@@ -422,6 +424,75 @@ def replay_the_issue_attacks(
     assert kept.metadata.uid == victim.metadata.uid and kept.metadata.deletion_timestamp is None
 
 
+def refused_total(binder: stack.Service, reason: str) -> float:
+    """splitsched_binder_refused_total{reason} as the binder's /metrics says (0 before any)."""
+    prefix = f'splitsched_binder_refused_total{{reason="{reason}"}} '
+    lines = [line for line in binder.metrics().splitlines() if line.startswith(prefix)]
+    return float(lines[0].removeprefix(prefix)) if lines else 0.0
+
+
+def ask_binder(target: str, method: str, request: Any, creds: grpc.ChannelCredentials) -> Any:
+    """The binder's answer (BindResponse or BinderAck) to one RPC over mTLS."""
+    answers: dict[str, Any] = {"Bind": binder_pb2.BindResponse, "Preempt": binder_pb2.BinderAck}
+    opts = [("grpc.ssl_target_name_override", "localhost")]
+    with grpc.secure_channel(target, creds, options=opts) as channel:
+        rpc = channel.unary_unary(f"/splitsched.v1.Binder/{method}",
+                                  request_serializer=type(request).SerializeToString,
+                                  response_deserializer=answers[method].FromString)  # fmt: skip
+        return rpc(request, timeout=5)
+
+
+def replay_with_the_scheduler_identity(
+    running: stack.Stack, dirs: Mapping[str, Path], api: client.ApiClient, namespace: str
+) -> None:
+    """Issue 17's "done when": with the release's scheduler certificate, which the binders
+    trust, a Bind of another scheduler's pending pod and a Preempt whose victim's priority
+    equals the preemptor's (no PriorityClass: 0, as the running pods') are accepted, then
+    refused by the binder's guard: counted by reason, logged with the scheduler's
+    identity, and nothing written."""
+    core = client.CoreV1Api(api)
+    victim = next(p for p in core.list_namespaced_pod(namespace).items if p.spec.node_name)
+    node, victim_uid = victim.spec.node_name, victim.metadata.uid
+    foreign, preemptor = kube.create_pods(api, namespace=namespace, pods=[
+        kube.make_pod("foreign-trusted", scheduler_name="default-scheduler"),
+        kube.make_pod("equal-preemptor", cpu="100"),  # fits no node: stays Pending
+    ])  # fmt: skip
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod(namespace).items}
+
+    def ref(name: str) -> types_pb2.PodRef:
+        uid = pods[name].metadata.uid
+        return types_pb2.PodRef(namespace=namespace, name=name, uid=uid)
+
+    bind = binder_pb2.BindRequest(decision_id="trusted-bind", pod=ref(foreign), node=node,
+                                  max_attempts=1, profile="splitsched")  # fmt: skip
+    bind.deadline.FromSeconds(int(time.time()) + 60)
+    preempt = binder_pb2.PreemptRequest(decision_id="trusted-preempt", preemptor=ref(preemptor),
+                                        node=node, victims=[ref(victim.metadata.name)])  # fmt: skip
+    binder = next(s for s in running.services if s.name.startswith("binder"))
+    scheduler = credentials(dirs["scheduler"] / "ca.crt", dirs["scheduler"])
+    for method, request, reason in (
+        ("Bind", bind, "scheduler_name"),
+        ("Preempt", preempt, "victim_priority"),
+    ):
+        before = refused_total(binder, reason)
+        answer = ask_binder(binder.grpc_target, method, request, scheduler)
+        assert answer.accepted, f"{method} not even queued: {answer.reason}"
+        kube.wait_for(lambda: refused_total(binder, reason) > before,  # noqa: B023 (called now)
+                      timeout=20, message=f"the binder refusing {method} ({reason})")  # fmt: skip
+    log = binder.log_path.read_text(errors="replace").splitlines()
+    for what in (f"binding {namespace}/{foreign} to {node}",
+                 f"preemption for {namespace}/{preemptor} on {node}"):  # fmt: skip
+        # "refused WHAT asked by NAME, NAME, ...: why"; the names are the certificate's.
+        [line] = [x for x in log if f"refused {what} asked by " in x]
+        asked_by = line.partition(" asked by ")[2].partition(": ")[0].split(", ")
+        assert identity("scheduler", namespace=namespace) in asked_by, line
+    time.sleep(3)  # a binder that had accepted would have bound or evicted by now
+    assert not core.read_namespaced_pod(foreign, namespace).spec.node_name
+    assert not (core.read_namespaced_pod(preemptor, namespace).status.nominated_node_name or "")
+    kept = [p for p in core.list_namespaced_pod(namespace).items if p.metadata.uid == victim_uid]
+    assert kept and kept[0].metadata.deletion_timestamp is None, "the victim was evicted"
+
+
 def test_services_run_with_exactly_the_rendered_certificates_and_flags(
     helm: Path, kube_api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
@@ -464,6 +535,7 @@ def test_services_run_with_exactly_the_rendered_certificates_and_flags(
             kube.wait_for(all_bound, timeout=60, message="pods bound over the chart's mTLS")
             assert_every_restricted_rpc_refused(running, dirs, tmp_path)
             replay_the_issue_attacks(running, dirs, kube_api, namespace)
+            replay_with_the_scheduler_identity(running, dirs, kube_api, namespace)
     finally:
         kube.delete_nodes(kube_api, nodes)
 
