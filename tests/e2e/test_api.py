@@ -146,16 +146,16 @@ def test_reflection_serves_the_scheduler_contract(channel: grpc.Channel) -> None
     assert "plugins" in explain.fields_by_name
 
 
-def test_report_binding_outcome_ignores_unknown_decisions(
-    stub: scheduler_pb2_grpc.SchedulerStub,
-) -> None:
+def test_report_binding_outcome_ignores_unknown_decisions(running_stack: stack.Stack) -> None:
     outcome = scheduler_pb2.BindingOutcome(
         decision_id="no-such-decision", result=scheduler_pb2.BindingOutcome.BOUND, node="x"
     )
-    resp = stub.ReportBindingOutcome(
-        scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="test"),
-        timeout=10,
-    )
+    # Only binders may report outcomes (the ops identity may not: test_tls_stack).
+    with running_stack.channel(who="binder") as ch:
+        resp = scheduler_pb2_grpc.SchedulerStub(ch).ReportBindingOutcome(
+            scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="test"),
+            timeout=10,
+        )
     assert resp.accepted == 0
 
 
