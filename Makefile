@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup controlplane lint test test-unit demo bench bench-core cluster-up cluster-down cluster-status proto proto-check clean
+.PHONY: help setup controlplane lint test test-unit test-realnode realnode-binaries demo bench bench-core cluster-up cluster-down cluster-status proto proto-check clean
 
 help: ## list the commands
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -39,6 +39,12 @@ test-unit: $(STAMP) ## the fast tiers only (unit and service), no control plane
 
 test: setup lint ## everything CI runs: lint, unit, service, integration and e2e tiers
 	$(VENV)/bin/pytest -q
+
+realnode-binaries: ## build (first time) or reuse kubelet, kube-proxy, kube-controller-manager, kubectl, CoreDNS
+	bash scripts/get-binaries.sh kubelet kube-proxy kube-controller-manager kubectl coredns
+
+test-realnode: setup realnode-binaries ## the chart on a real kubelet (root; installs its Debian packages; skipped otherwise)
+	SPLITSCHED_REALNODE=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/realnode
 
 demo: setup ## run the demo (see README)
 	$(PY) -m splitsched.demo

@@ -49,6 +49,11 @@ def binary_versions() -> dict[str, str]:
         "etcd": v["ETCD_VERSION"],
         "kwok": v["KWOK_VERSION"],
         "helm": v["HELM_VERSION"],
+        "kube-controller-manager": v["KUBERNETES_VERSION"],
+        "kubelet": v["KUBERNETES_VERSION"],
+        "kube-proxy": v["KUBERNETES_VERSION"],
+        "kubectl": v["KUBERNETES_VERSION"],
+        "coredns": v["COREDNS_VERSION"],
     }
 
 

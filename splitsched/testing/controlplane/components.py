@@ -61,11 +61,14 @@ def etcd_healthy(state: ControlPlaneState) -> bool:
 
 
 def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list[str]:
+    """In real-node mode (``state.real_node``) the server listens on the node bridge's
+    address, admits pods with their ServiceAccount, and reaches kubelets with a client
+    certificate; otherwise it serves loopback for kwok's nodes only."""
     return [
         str(binary),
         f"--etcd-servers={etcd_client_url(state)}",
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={state.address}",
+        f"--advertise-address={state.address}",
         f"--secure-port={state.apiserver_port}",
         f"--tls-cert-file={pki / 'apiserver.crt'}",
         f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -76,11 +79,7 @@ def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list
         f"--service-account-signing-key-file={pki / 'sa.key'}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-        # No kube-controller-manager: the ServiceAccount admission plugin would refuse
-        # pods because no "default" ServiceAccount is ever created, and the
-        # not-ready taint TaintNodesByCondition puts on new nodes would never be
-        # lifted (the node lifecycle controller does that).
-        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+        *_admission_and_kubelet_flags(state, pki),
         # Lean for small machines; benchmarks send bursts.
         "--enable-priority-and-fairness=false",
         "--max-requests-inflight=2000",
@@ -88,6 +87,74 @@ def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list
         "--profiling=false",
         "--v=1",
     ]
+
+
+def _admission_and_kubelet_flags(state: ControlPlaneState, pki: Path) -> list[str]:
+    if not state.real_node:
+        # No kube-controller-manager: the ServiceAccount admission plugin would refuse
+        # pods because no "default" ServiceAccount is ever created, and the not-ready
+        # taint TaintNodesByCondition puts on new nodes would never be lifted (the node
+        # lifecycle controller does that).
+        return ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"]
+    return [
+        # kube-controller-manager runs, but not its node lifecycle controller (kwok's
+        # nodes are not its business), so nothing would lift the not-ready taint.
+        "--disable-admission-plugins=TaintNodesByCondition",
+        f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+        f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
+    ]
+
+
+#: What kube-controller-manager runs in real-node mode: what pods from a Helm chart need
+#: (ServiceAccounts and their CA bundle, Deployments, ReplicaSets, Services' endpoints,
+#: garbage collection and namespace deletion for ``helm uninstall``), nothing else.
+CONTROLLERS = (
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "endpointslice-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+)
+
+
+def controller_manager_argv(
+    binary: Path, state: ControlPlaneState, *, pki: Path, kubeconfig: Path
+) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--controllers={','.join(CONTROLLERS)}",
+        f"--root-ca-file={pki / 'ca.crt'}",
+        f"--service-account-private-key-file={pki / 'sa.key'}",
+        "--use-service-account-credentials=false",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={state.controller_manager_port}",
+        f"--cert-dir={pki / 'kube-controller-manager'}",
+        "--concurrent-deployment-syncs=2",
+        "--concurrent-replicaset-syncs=2",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def controller_manager_healthy(state: ControlPlaneState) -> bool:
+    """``/healthz`` on its self-signed secure port (no client certificate needed)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    url = f"https://127.0.0.1:{state.controller_manager_port}/healthz"
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
+            return bool(resp.status == 200)
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def apiserver_ready(state: ControlPlaneState, ctx: ssl.SSLContext, *, timeout: float) -> bool:

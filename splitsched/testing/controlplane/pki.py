@@ -26,8 +26,10 @@ APISERVER_SANS = (
 )
 
 
-def make_pki(pki: Path) -> None:
-    """CA, apiserver serving cert, admin client cert, service-account key pair."""
+def make_pki(pki: Path, *, extra_ips: tuple[str, ...] = ()) -> None:
+    """CA, apiserver serving cert (also valid for ``extra_ips``), admin client cert, the
+    API server's client cert for kubelets (``kubectl logs``/``exec``), service-account key
+    pair."""
     if (pki / ".complete").is_file():
         return
     shutil.rmtree(pki, ignore_errors=True)
@@ -40,8 +42,11 @@ def make_pki(pki: Path) -> None:
         "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
         cwd=pki,
     )  # fmt: skip
-    _leaf(pki, "apiserver", "/CN=kube-apiserver", "serverAuth", ",".join(APISERVER_SANS))
-    _leaf(pki, "admin", "/O=system:masters/CN=splitsched-admin", "clientAuth", None)
+    sans = (*APISERVER_SANS, *(f"IP:{ip}" for ip in extra_ips))
+    leaf(pki, "apiserver", "/CN=kube-apiserver", "serverAuth", ",".join(sans))
+    leaf(pki, "admin", "/O=system:masters/CN=splitsched-admin", "clientAuth", None)
+    leaf(pki, "kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client",
+         "clientAuth", None)  # fmt: skip
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
     for key in pki.glob("*.key"):
@@ -49,7 +54,7 @@ def make_pki(pki: Path) -> None:
     (pki / ".complete").write_text("")
 
 
-def _leaf(pki: Path, name: str, subject: str, usage: str, sans: str | None) -> None:
+def leaf(pki: Path, name: str, subject: str, usage: str, sans: str | None) -> None:
     """``<name>.crt``/``.key`` signed by the CA, for ``usage`` (serverAuth, clientAuth)."""
     ext = [
         "basicConstraints=critical,CA:FALSE",
@@ -82,16 +87,21 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 def admin_kubeconfig(pki: Path, server_url: str) -> kubeconfigs.Kubeconfig:
     """Admin kubeconfig with the CA and client cert embedded (portable to any client)."""
+    return client_kubeconfig(pki, server_url, "admin")
+
+
+def client_kubeconfig(pki: Path, server_url: str, name: str) -> kubeconfigs.Kubeconfig:
+    """A kubeconfig presenting ``<name>.crt``/``.key`` (signed by ``leaf``)."""
     return kubeconfigs.single_context(
         cluster_name="splitsched-local",
         cluster={
             "server": server_url,
             "certificate-authority-data": kubeconfigs.b64_file(pki / "ca.crt"),
         },
-        user_name="splitsched-admin",
+        user_name=f"splitsched-{name}",
         user={
-            "client-certificate-data": kubeconfigs.b64_file(pki / "admin.crt"),
-            "client-key-data": kubeconfigs.b64_file(pki / "admin.key"),
+            "client-certificate-data": kubeconfigs.b64_file(pki / f"{name}.crt"),
+            "client-key-data": kubeconfigs.b64_file(pki / f"{name}.key"),
         },
         context_name="splitsched-local",
     )

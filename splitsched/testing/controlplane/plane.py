@@ -22,7 +22,7 @@ from splitsched.testing import kubeconfigs
 from splitsched.testing.controlplane import binaries, components, pki
 from splitsched.testing.controlplane.processes import ProcessFiles, free_port
 from splitsched.testing.controlplane.state import (
-    COMPONENTS,
+    NODE_MODE_COMPONENTS,
     STATE_FILE,
     ControlPlaneError,
     ControlPlaneState,
@@ -41,11 +41,19 @@ class ControlPlane:
     """etcd + kube-apiserver + kwok in ``state_dir``; ``up()``, ``down()``, ``status()``."""
 
     def __init__(
-        self, state_dir: Path | str | None = None, *, die_with_parent: bool = False
+        self,
+        state_dir: Path | str | None = None,
+        *,
+        die_with_parent: bool = False,
+        node_address: str | None = None,
     ) -> None:
-        """``die_with_parent``: children get SIGKILL if this Python process dies (fixtures)."""
+        """``die_with_parent``: children get SIGKILL if this Python process dies (fixtures).
+        ``node_address``: real-node mode (``splitsched.testing.realnode``): kube-apiserver
+        serves on this address of the node bridge, so pods reach it, and
+        kube-controller-manager runs too."""
         self.state_dir = Path(state_dir).resolve() if state_dir else default_state_dir()
         self.die_with_parent = die_with_parent
+        self.node_address = node_address
         self._processes = ProcessFiles(self.state_dir, die_with_parent=die_with_parent)
 
     # -- paths -------------------------------------------------------------------------
@@ -94,7 +102,8 @@ class ControlPlane:
     def status(self) -> dict[str, Any]:
         """Which components run (PIDs), the server URL, and whether /readyz answers ok."""
         state = self.load_state()
-        running = {c: self._processes.running_pid(c) for c in COMPONENTS}
+        names = state.components if state else self._components()
+        running = {c: self._processes.running_pid(c) for c in names}
         ready = False
         if state is not None and running["kube-apiserver"] is not None:
             ready = self._apiserver_ready(state, timeout=3.0)
@@ -118,16 +127,19 @@ class ControlPlane:
         if existing is not None and self.is_healthy():
             return existing
         self.down()  # leftovers of a half-started or crashed control plane
-        binaries.ensure_binaries()
+        binaries.ensure_binaries(self._components())
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(exist_ok=True)
-        pki.make_pki(self.pki_dir)
+        extra_ips = (self.node_address,) if self.node_address else ()
+        pki.make_pki(self.pki_dir, extra_ips=extra_ips)
         state = ControlPlaneState(
             etcd_client_port=free_port(),
             etcd_peer_port=free_port(),
             apiserver_port=free_port(),
             kwok_port=free_port(),
             versions=binaries.binary_versions(),
+            address=self.node_address or "127.0.0.1",
+            controller_manager_port=free_port() if self.node_address else 0,
         )
         save_state(self.state_path, state)
         kubeconfigs.write(
@@ -136,6 +148,8 @@ class ControlPlane:
         try:
             self._start_etcd(state, deadline=time.monotonic() + timeout)
             self._start_apiserver(state, deadline=time.monotonic() + timeout)
+            if state.real_node:
+                self._start_controller_manager(state, deadline=time.monotonic() + timeout)
             self._start_kwok(state, deadline=time.monotonic() + timeout)
         except BaseException:
             self.down()
@@ -153,6 +167,19 @@ class ControlPlane:
         argv = components.apiserver_argv(binary, state, pki=self.pki_dir)
         ready = functools.partial(self._apiserver_ready, state, timeout=2.0)
         self._start("kube-apiserver", argv, state, ready, deadline)
+
+    def _components(self) -> tuple[str, ...]:
+        return ControlPlaneState(0, 0, 0, 0, address=self.node_address or "127.0.0.1").components
+
+    def _start_controller_manager(self, state: ControlPlaneState, *, deadline: float) -> None:
+        argv = components.controller_manager_argv(
+            binaries.binary_path("kube-controller-manager"),
+            state,
+            pki=self.pki_dir,
+            kubeconfig=self.kubeconfig_path,
+        )
+        ready = functools.partial(components.controller_manager_healthy, state)
+        self._start("kube-controller-manager", argv, state, ready, deadline)
 
     def _start_kwok(self, state: ControlPlaneState, *, deadline: float) -> None:
         config = self.state_dir / "kwok.yaml"
@@ -223,7 +250,7 @@ class ControlPlane:
     def down(self, *, timeout: float = 20.0) -> list[str]:
         """Stop the processes ``up`` started (by PID file), kwok first; returns their names."""
         stopped: list[str] = []
-        for component in reversed(COMPONENTS):
+        for component in reversed(NODE_MODE_COMPONENTS):
             if self._processes.stop(component, timeout=timeout):
                 stopped.append(component)
         self.state_path.unlink(missing_ok=True)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 #: The processes, in start order (``down`` stops them in reverse).
 COMPONENTS = ("etcd", "kube-apiserver", "kwok")
+#: In real-node mode kube-controller-manager runs too (tokens, kube-root-ca.crt,
+#: Deployments, ReplicaSets, EndpointSlices, garbage collection).
+NODE_MODE_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
 STATE_FILE = "state.json"
 
 
@@ -26,10 +29,23 @@ class ControlPlaneState:
     kwok_port: int
     pids: dict[str, int] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
+    #: Where kube-apiserver serves: loopback, or in real-node mode the node bridge's address
+    #: (pods reach it through the ``kubernetes`` Service, whose endpoint this is).
+    address: str = "127.0.0.1"
+    #: The port kube-controller-manager serves its health on (real-node mode only).
+    controller_manager_port: int = 0
+
+    @property
+    def real_node(self) -> bool:
+        return self.address != "127.0.0.1"
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        return NODE_MODE_COMPONENTS if self.real_node else COMPONENTS
 
     @property
     def server_url(self) -> str:
-        return f"https://127.0.0.1:{self.apiserver_port}"
+        return f"https://{self.address}:{self.apiserver_port}"
 
 
 def load_state(path: Path) -> ControlPlaneState | None:
