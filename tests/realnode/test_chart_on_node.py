@@ -118,7 +118,7 @@ def binder_metric(tools: Tools, namespace: str, pod: str) -> float:
     text = tools.kubectl("exec", "-n", namespace, pod, "--", "python", "-c", script)
     total = 0.0
     for line in text.splitlines():
-        match = re.match(r'splitsched_binder_outcomes_total\{result="bound"\} (\S+)', line)
+        match = re.match(r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', line)
         if match:
             total += float(match.group(1))
     return total

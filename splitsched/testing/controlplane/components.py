@@ -144,12 +144,30 @@ def controller_manager_argv(
     ]
 
 
-def controller_manager_healthy(state: ControlPlaneState) -> bool:
-    """``/healthz`` on its self-signed secure port (no client certificate needed)."""
+def kube_scheduler_argv(
+    binary: Path, state: ControlPlaneState, *, pki: Path, kubeconfig: Path
+) -> list[str]:
+    """The cluster's default scheduler (``default-scheduler``), with its default profile."""
+    return [
+        str(binary),
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={state.scheduler_port}",
+        f"--cert-dir={pki / 'kube-scheduler'}",
+        "--profiling=false",
+        "--v=1",
+    ]
+
+
+def self_signed_healthy(port: int) -> bool:
+    """``/healthz`` on a component's self-signed secure port (no client certificate)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    url = f"https://127.0.0.1:{state.controller_manager_port}/healthz"
+    url = f"https://127.0.0.1:{port}/healthz"
     try:
         with urllib.request.urlopen(url, timeout=2, context=ctx) as resp:
             return bool(resp.status == 200)

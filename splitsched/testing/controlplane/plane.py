@@ -140,6 +140,7 @@ class ControlPlane:
             versions=binaries.binary_versions(),
             address=self.node_address or "127.0.0.1",
             controller_manager_port=free_port() if self.node_address else 0,
+            scheduler_port=free_port() if self.node_address else 0,
         )
         save_state(self.state_path, state)
         kubeconfigs.write(
@@ -150,6 +151,7 @@ class ControlPlane:
             self._start_apiserver(state, deadline=time.monotonic() + timeout)
             if state.real_node:
                 self._start_controller_manager(state, deadline=time.monotonic() + timeout)
+                self._start_kube_scheduler(state, deadline=time.monotonic() + timeout)
             self._start_kwok(state, deadline=time.monotonic() + timeout)
         except BaseException:
             self.down()
@@ -178,8 +180,19 @@ class ControlPlane:
             pki=self.pki_dir,
             kubeconfig=self.kubeconfig_path,
         )
-        ready = functools.partial(components.controller_manager_healthy, state)
+        port = state.controller_manager_port
+        ready = functools.partial(components.self_signed_healthy, port)
         self._start("kube-controller-manager", argv, state, ready, deadline)
+
+    def _start_kube_scheduler(self, state: ControlPlaneState, *, deadline: float) -> None:
+        argv = components.kube_scheduler_argv(
+            binaries.binary_path("kube-scheduler"),
+            state,
+            pki=self.pki_dir,
+            kubeconfig=self.kubeconfig_path,
+        )
+        ready = functools.partial(components.self_signed_healthy, state.scheduler_port)
+        self._start("kube-scheduler", argv, state, ready, deadline)
 
     def _start_kwok(self, state: ControlPlaneState, *, deadline: float) -> None:
         config = self.state_dir / "kwok.yaml"
@@ -246,6 +259,11 @@ class ControlPlane:
         return components.apiserver_ready(state, ctx, timeout=timeout)
 
     # -- down --------------------------------------------------------------------------
+
+    def stop_components(self, *names: str, timeout: float = 20.0) -> list[str]:
+        """Stop some components only (the real node's teardown stops what would recreate
+        or place pods before it deletes them); returns those that were running."""
+        return [name for name in names if self._processes.stop(name, timeout=timeout)]
 
     def down(self, *, timeout: float = 20.0) -> list[str]:
         """Stop the processes ``up`` started (by PID file), kwok first; returns their names."""

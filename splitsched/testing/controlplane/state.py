@@ -9,9 +9,16 @@ from pathlib import Path
 
 #: The processes, in start order (``down`` stops them in reverse).
 COMPONENTS = ("etcd", "kube-apiserver", "kwok")
-#: In real-node mode kube-controller-manager runs too (tokens, kube-root-ca.crt,
-#: Deployments, ReplicaSets, EndpointSlices, garbage collection).
-NODE_MODE_COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+#: In real-node mode kube-controller-manager (tokens, kube-root-ca.crt, Deployments,
+#: ReplicaSets, EndpointSlices, garbage collection) and kube-scheduler (the cluster's
+#: default scheduler, which places splitsched's own pods) run too, as in a real cluster.
+NODE_MODE_COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+)
 STATE_FILE = "state.json"
 
 
@@ -32,8 +39,10 @@ class ControlPlaneState:
     #: Where kube-apiserver serves: loopback, or in real-node mode the node bridge's address
     #: (pods reach it through the ``kubernetes`` Service, whose endpoint this is).
     address: str = "127.0.0.1"
-    #: The port kube-controller-manager serves its health on (real-node mode only).
+    #: The ports kube-controller-manager and kube-scheduler serve their health on
+    #: (real-node mode only).
     controller_manager_port: int = 0
+    scheduler_port: int = 0
 
     @property
     def real_node(self) -> bool:

@@ -20,7 +20,9 @@ from splitsched.testing.realnode import host, network, teardown
 from splitsched.testing.realnode.layout import NodeLayout
 from splitsched.testing.realnode.node import RealNode
 
-NODE_BINARIES = ("kubelet", "kube-proxy", "kube-controller-manager", "coredns")
+NODE_BINARIES = ("kubelet", "kube-proxy", "kube-controller-manager", "coredns", "kubectl")
+#: The control plane's parts that create pods or place them.
+RECREATORS = ("kube-controller-manager", "kube-scheduler")
 
 
 class RealCluster:
@@ -100,8 +102,11 @@ class RealCluster:
         node = RealNode(self.layout, server_url="https://unused")
         stopped: list[str] = []
         if self.control_plane.load_state() is not None and node.running()["kubelet"]:
+            # Nothing may recreate or place pods while the node's are deleted.
+            stopped += self.control_plane.stop_components(*RECREATORS)
             self._delete_node_pods()
         stopped += node.stop()
+        teardown.kill_leftover_containers(self.layout.containerd_socket)
         node.kube_proxy_cleanup()
         stopped += self.control_plane.down()
         network.guard_down(self.layout)
@@ -110,6 +115,7 @@ class RealCluster:
         if before is not None:
             teardown.remove_iptables(before)
             teardown.remove_netns_files(before)
+            teardown.remove_new_veths(before)
             teardown.remove_cgroups(before)
             teardown.remove_created_paths(before)
             host.write_sysctls(before.sysctls)

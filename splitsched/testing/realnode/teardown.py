@@ -6,8 +6,11 @@ kernel settings as they were (``host.HostSnapshot``)."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shlex
 import shutil
+import signal
+import time
 from pathlib import Path
 
 from splitsched.testing.realnode import host
@@ -80,7 +83,73 @@ def remove_netns_files(before: host.HostSnapshot) -> None:
                 run("ip", "netns", "delete", ns.name, check=False)
 
 
+def remove_new_veths(before: host.HostSnapshot) -> None:
+    """Host ends of pod veths whose network namespace is gone but not yet destroyed (the
+    kernel frees a namespace asynchronously), or whose pod was never torn down."""
+    for link in host.links() - before.links:
+        if link.startswith("veth"):
+            run("ip", "link", "delete", link, check=False)
+
+
 def remove_created_paths(before: host.HostSnapshot) -> None:
     for path in host.HOST_PATHS:
         if path not in before.paths and Path(path).exists():
             shutil.rmtree(path, ignore_errors=True)
+
+
+def kill_leftover_containers(containerd_socket: Path, *, timeout: float = 20.0) -> int:
+    """When the kubelet could not tear its pods down (it crashed, or pods were recreated
+    while it stopped): kill every process in the ``kubepods`` cgroups, then the containerd
+    shims of our containerd (they outlive containerd by design). Returns how many."""
+    victims = _kubepods_pids()
+    for pid in victims:
+        _kill(pid)
+    shims = [pid for pid, argv in _processes() if _is_our_shim(argv, containerd_socket)]
+    for pid in shims:
+        _kill(pid)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_alive(p) for p in (*victims, *shims)):
+        time.sleep(0.2)
+    return len(victims) + len(shims)
+
+
+def _kubepods_pids() -> list[int]:
+    pids: set[int] = set()
+    for root in host.kubepods_cgroups():
+        for procs in Path(root).rglob("cgroup.procs"):
+            with contextlib.suppress(OSError, ValueError):
+                pids |= {int(x) for x in procs.read_text().split()}
+    return sorted(pids)
+
+
+def _processes() -> list[tuple[int, list[str]]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                found.append((int(entry.name), [a.decode(errors="replace") for a in argv if a]))
+    return found
+
+
+def _is_our_shim(argv: list[str], socket: Path) -> bool:
+    return bool(argv) and "containerd-shim" in Path(argv[0]).name and str(socket) in argv
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"  # a zombie is dead; init reaps it
