@@ -86,6 +86,7 @@ case $ONLY in
   all | base | pause | services) ;;
   *) die "--only takes base, pause or services, not '$ONLY'" ;;
 esac
+[[ -z $SOCK || $ONLY != base ]] || die "--containerd-address: the base image is not imported; use --only pause, services or neither"
 
 # ---- apt sources: the mirror comes from the host, never from this repository --------------
 
@@ -299,7 +300,6 @@ build_pause() {
 import_containerd() {
   local start missing=() image names
   start=$(now)
-  ((${#BUILT[@]})) || die "--containerd-address: nothing to import with --only $ONLY"
   need ctr "it imports into containerd" containerd
   [[ -S $SOCK ]] || die "no containerd socket at $SOCK"
   # -m: one archive holding several images; docker-archive keeps each image's name.
