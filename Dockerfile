@@ -15,6 +15,9 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
 # ---- the wheel, and one requirements file per service ------------------------------------
 FROM ${PYTHON_IMAGE} AS wheel
+# PIP_CERT: a CA bundle for pip, for builds behind a TLS-intercepting proxy. Mount it for the
+# build only, never COPY it (scripts/build-images.sh: podman build -v BUNDLE:...:ro).
+ARG PIP_CERT
 # Distributions (pyproject [project].dependencies) a service never imports.
 # numpy: only the scheduler's algorithm uses it. kubernetes: every service reads its
 # kubeconfig / in-cluster config with it (the scheduler only for its leader Lease).
@@ -35,6 +38,7 @@ name = lambda d: re.match(r"[A-Za-z0-9._-]+", d)[0].lower(); \
 
 # ---- one virtualenv per service ----------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS venv-watcher
+ARG PIP_CERT
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-deps /wheels/splitsched-*.whl \
@@ -42,6 +46,7 @@ RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip uninstall --yes pip
 
 FROM ${PYTHON_IMAGE} AS venv-scheduler
+ARG PIP_CERT
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-deps /wheels/splitsched-*.whl \
@@ -49,6 +54,7 @@ RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip uninstall --yes pip
 
 FROM ${PYTHON_IMAGE} AS venv-binder
+ARG PIP_CERT
 COPY --from=wheel /wheels /wheels
 RUN python -m venv /opt/venv \
  && /opt/venv/bin/pip install --no-cache-dir --no-deps /wheels/splitsched-*.whl \
