@@ -44,7 +44,7 @@ realnode-binaries: ## build (first time) or reuse kubelet, kube-proxy, kube-cont
 	bash scripts/get-binaries.sh kubelet kube-proxy kube-controller-manager kubectl coredns
 
 test-realnode: setup realnode-binaries ## the chart on a real kubelet (root; installs its Debian packages; skipped otherwise)
-	SPLITSCHED_REALNODE=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/realnode
+	SPLITSCHED_REALNODE=1 $(VENV)/bin/pytest -q -rA --durations=0 -p no:cacheprovider tests/realnode
 
 demo: setup ## run the demo (see README)
 	$(PY) -m splitsched.demo

@@ -296,6 +296,9 @@ def test_deployments_parse_and_point_at_the_chart_services(helm: Path, value_set
             # TLS is on by default: the kubelet's gRPC probe cannot speak it.
             assert main["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert main["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        # Readiness and liveness wait for the process to serve HTTP (tests/realnode saw
+        # "connection refused" probe failures on every install without it).
+        assert main["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
         security = main["securityContext"]
         assert security["readOnlyRootFilesystem"] is True
         assert security["capabilities"]["drop"] == ["ALL"]

@@ -8,6 +8,7 @@ why, when not root or when a Debian package cannot be installed.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from splitsched.testing.controlplane import REPO_ROOT, binary_path
-from splitsched.testing.realnode import RealCluster, images, packages
+from splitsched.testing.realnode import NodeLayout, RealCluster, images, packages
 from splitsched.testing.realnode.lock import machine_lock
 
 RELEASE = "splitsched"
@@ -100,3 +101,13 @@ def release(real_cluster: RealCluster, tools: Tools) -> str:
     )  # fmt: skip
     _phase(real_cluster.phases, "helm install --wait", start)
     return NAMESPACE
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The time of each phase of the tier (also in <state dir>/phases.json)."""
+    record = NodeLayout().state_dir / "phases.json"
+    if record.is_file():
+        phases = json.loads(record.read_text()).get("phases", {})
+        terminalreporter.section("real-node tier: seconds per phase")
+        for name, seconds in phases.items():
+            terminalreporter.write_line(f"{name:28s} {seconds:7.1f}")

@@ -6,19 +6,22 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from splitsched.testing import kube, manifests
-from splitsched.testing.realnode import RealCluster
+from splitsched.testing.realnode import RealCluster, network
 from tests.realnode.conftest import CHART, IMAGE_VALUES, RELEASE, Tools
 
 COMPONENTS = ("watcher", "scheduler", "binder")
 SCHEDULER_NAME = "splitsched"
 PAUSE = "localhost/splitsched-pause:1.0"
 WORK = "realnode-work"
+KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+KWOK_TOLERATION = {**KWOK_TAINT, "operator": "Equal"}
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +32,11 @@ def core(real_cluster: RealCluster) -> client.CoreV1Api:
 @pytest.fixture(scope="module")
 def kwok_nodes(real_cluster: RealCluster) -> list[str]:
     api = kube.api_client_from_kubeconfig(real_cluster.kubeconfig_path)
-    return kube.create_kwok_nodes(api, 2, name_prefix="kwok", cpu="8", memory="16Gi")
+    # Tainted, as kwok's nodes should be in a cluster with real ones: nothing runs there
+    # unless it says so (the chart's own pods must land on the real node).
+    return kube.create_kwok_nodes(
+        api, 2, name_prefix="kwok", cpu="8", memory="16Gi", taints=[KWOK_TAINT]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +70,20 @@ def test_every_chart_pod_runs_ready_on_the_real_node(
         assert all(s.restart_count == 0 for s in pod.status.container_statuses), pod.status
 
 
+def test_no_probe_fails_because_a_component_is_not_listening_yet(
+    release: str, core: client.CoreV1Api
+) -> None:
+    """The startup probe holds readiness and liveness back until the process serves."""
+    events = core.list_namespaced_event(release, field_selector="reason=Unhealthy").items
+    refused = [
+        e.message
+        for e in events
+        if e.message.startswith(("Readiness probe", "Liveness probe"))
+        and "connection refused" in e.message
+    ]
+    assert refused == []
+
+
 def test_kubectl_logs_show_each_components_start_line(release: str, tools: Tools) -> None:
     for component in COMPONENTS:
         logs = tools.kubectl("logs", "-n", release, f"deployment/{RELEASE}-{component}")
@@ -76,7 +97,12 @@ def pod_on(name: str, node_type: str, *, real_node: str) -> dict[str, Any]:
         return manifests.make_pod(
             name, scheduler_name=SCHEDULER_NAME, image=PAUSE, node_selector=selector
         )
-    return manifests.make_pod(name, scheduler_name=SCHEDULER_NAME, node_selector={"type": "kwok"})
+    return manifests.make_pod(
+        name,
+        scheduler_name=SCHEDULER_NAME,
+        node_selector={"type": "kwok"},
+        tolerations=[KWOK_TOLERATION],
+    )
 
 
 def test_pods_are_scheduled_onto_the_real_and_kwok_nodes(
@@ -107,6 +133,63 @@ def test_pods_are_scheduled_onto_the_real_and_kwok_nodes(
         if pod.spec.node_name == node:
             assert ready(pod), pod.status
             assert pod.status.pod_ip.startswith("10.85.0."), pod.status.pod_ip
+
+
+PROBE = """
+import json, socket
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        return "open"
+    except OSError as exc:
+        return type(exc).__name__
+def name(host):
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return "unresolved"
+print(json.dumps({
+    "api": tcp("kubernetes.default.svc", 443),
+    "scheduler": tcp("%(scheduler)s", 50050),
+    "outside_name": name("pypi.org"),
+    "outside_address": tcp("%(gateway)s", 443),
+}))
+"""
+
+
+def guard_drops() -> int:
+    """Packets the forward guard dropped so far (they tried to leave the bridge)."""
+    listing = subprocess.run(
+        ["iptables", "-L", network.GUARD_CHAIN, "-v", "-x", "-n"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return sum(int(line.split()[0]) for line in listing.splitlines() if " DROP " in line)
+
+
+def default_gateway() -> str:
+    route = subprocess.run(["ip", "-4", "route", "show", "default"], capture_output=True, text=True)
+    return route.stdout.split()[2]
+
+
+def test_pods_reach_the_api_server_and_each_other_and_nothing_else(
+    release: str, tools: Tools, core: client.CoreV1Api
+) -> None:
+    """In-cluster names resolve and connect (through kube-proxy's Service rules); a name
+    outside the cluster does not resolve (CoreDNS has no forwarder), and a packet for an
+    address outside the machine is dropped by the forward guard."""
+    watcher = next(
+        p.metadata.name for p in chart_pods(core, release) if "watcher" in p.metadata.name
+    )
+    scheduler = f"{RELEASE}-scheduler.{release}.svc.cluster.local"
+    script = PROBE % {"scheduler": scheduler, "gateway": default_gateway()}
+    dropped = guard_drops()
+    result = json.loads(tools.kubectl("exec", "-n", release, watcher, "--", "python", "-c", script))
+    assert result["api"] == "open" and result["scheduler"] == "open", result
+    assert result["outside_name"] == "unresolved", result
+    assert result["outside_address"] != "open", result
+    assert guard_drops() > dropped, "the packet for an outside address was not stopped"
 
 
 def binder_metric(tools: Tools, namespace: str, pod: str) -> float:

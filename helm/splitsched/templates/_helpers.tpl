@@ -138,8 +138,19 @@ live process that is merely not ready (a binder whose API server is unreachable,
 scheduler waiting for its watcher) must not be restarted. With `.readyPath` readiness
 is HTTP GET on it instead (the HA scheduler's /readyz, see scheduler/deployment.yaml), and
 with `.tls` (tls.enabled) HTTP GET /readyz: the kubelet's gRPC probe cannot speak TLS.
+A startup probe on /healthz holds both back until the process serves HTTP: a Python
+service needs a few seconds to start, and without it every install logged "Readiness
+probe failed: connection refused" for each pod (seen on a real kubelet, tests/realnode).
 */}}
 {{- define "splitsched.probes" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: http
+  initialDelaySeconds: 2
+  periodSeconds: 1
+  timeoutSeconds: 3
+  failureThreshold: 120
 readinessProbe:
   {{- if or .readyPath .tls }}
   httpGet:
@@ -156,7 +167,6 @@ livenessProbe:
   httpGet:
     path: /healthz
     port: http
-  initialDelaySeconds: 5
   periodSeconds: 10
   timeoutSeconds: 3
   failureThreshold: 6

@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from splitsched.testing.controlplane import ControlPlaneError
+from splitsched.testing.controlplane import ControlPlaneError, binary_path
 from splitsched.testing.realnode import packages
 from splitsched.testing.realnode.cluster import RealCluster
 from splitsched.testing.realnode.lock import machine_lock
@@ -53,5 +53,8 @@ def _up(cluster: RealCluster) -> int:
             return 1
     print(f"real node {cluster.layout.node_name} Ready; phases (s): {cluster.phases}")
     print(f"  export KUBECONFIG={cluster.kubeconfig_path}")
+    tools = (binary_path("kubectl").parent, binary_path("helm").parent)
+    print(f"  export PATH={tools[0]}:{tools[1]}:$PATH")
+    print(f"  containerd: {cluster.layout.containerd_socket}")
     print("  stop with: python -m splitsched.testing.realnode down")
     return 0

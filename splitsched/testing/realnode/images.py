@@ -18,7 +18,13 @@ def build_and_import(layout: NodeLayout, *, timeout: float = 1800.0) -> str:
     """Build (or reuse podman's cache) and import into containerd; returns the script's
     report (one line per image, and its phase times on stderr)."""
     result = subprocess.run(
-        ["bash", str(BUILD_IMAGES), "--containerd-address", str(layout.containerd_socket)],
+        [
+            "bash",
+            str(BUILD_IMAGES),
+            "--quiet",
+            "--containerd-address",
+            str(layout.containerd_socket),
+        ],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -23,6 +23,7 @@ REQUIRED = {
     "conntrack": "conntrack",
     "ip": "iproute2",
     "gcc": "gcc",
+    "/usr/lib/x86_64-linux-gnu/libc.a": "libc6-dev",  # the static pause binary
     "openssl": "openssl",
 }
 

@@ -8,11 +8,12 @@ import tomllib
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 
 from splitsched.testing.controlplane import components
 from splitsched.testing.controlplane.state import ControlPlaneState
-from splitsched.testing.realnode import configs, host, network
+from splitsched.testing.realnode import configs, host, network, packages
 from splitsched.testing.realnode.layout import NodeLayout
 from splitsched.testing.realnode.teardown import _jump_target
 
@@ -142,3 +143,14 @@ def test_real_node_mode_serves_on_the_bridge_and_reaches_kubelets() -> None:
         Path("/kcm"), state, pki=Path("/pki"), kubeconfig=Path("/k")
     )
     assert "--secure-port=5" in kcm and "--root-ca-file=/pki/ca.crt" in kcm
+
+
+def test_the_tier_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    assert "needs root" in str(packages.why_unusable())
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setattr("shutil.which", lambda name: None)  # no apt-get either
+    monkeypatch.setattr("pathlib.Path.exists", lambda self: False)
+    reason = str(packages.why_unusable())
+    assert reason.startswith("Debian packages missing and not installable here: containerd")
+    assert "containernetworking-plugins" in reason and "podman" in reason
