@@ -56,6 +56,7 @@ class BindRequest(_message.Message):
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
     SCHEDULER_ID_FIELD_NUMBER: _builtins.int
     PROFILE_FIELD_NUMBER: _builtins.int
+    VOLUME_BINDINGS_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """unique per decision; outcomes refer to it"""
     node: _builtins.str
@@ -78,6 +79,13 @@ class BindRequest(_message.Message):
     def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
         """W3C traceparent of the scheduling attempt"""
 
+    @_builtins.property
+    def volume_bindings(self) -> _containers.RepeatedCompositeFieldContainer[Global___VolumeBinding]:
+        """The volume step before the Binding (kube-scheduler's VolumeBinding PreBind): bind each
+        claim to its chosen PV, or mark it for provisioning on the node, and wait until the PV
+        controller reports every claim Bound.
+        """
+
     def __init__(
         self,
         *,
@@ -90,14 +98,43 @@ class BindRequest(_message.Message):
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         scheduler_id: _builtins.str = ...,
         profile: _builtins.str = ...,
+        volume_bindings: _abc.Iterable[Global___VolumeBinding] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "decision_id", b"decision_id", "max_attempts", b"max_attempts", "node", b"node", "node_version", b"node_version", "pod", b"pod", "profile", b"profile", "scheduler_id", b"scheduler_id", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "decision_id", b"decision_id", "max_attempts", b"max_attempts", "node", b"node", "node_version", b"node_version", "pod", b"pod", "profile", b"profile", "scheduler_id", b"scheduler_id", "trace_context", b"trace_context", "volume_bindings", b"volume_bindings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BindRequest: _TypeAlias = BindRequest  # noqa: Y015
+
+@_typing.final
+class VolumeBinding(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLAIM_NAMESPACE_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    PV_NAME_FIELD_NUMBER: _builtins.int
+    claim_namespace: _builtins.str
+    claim_name: _builtins.str
+    pv_name: _builtins.str
+    """The static PV chosen for the claim; empty: dynamic provisioning, so the claim is
+    annotated volume.kubernetes.io/selected-node=<node> for its provisioner.
+    """
+    def __init__(
+        self,
+        *,
+        claim_namespace: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        pv_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "claim_namespace", b"claim_namespace", "pv_name", b"pv_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeBinding: _TypeAlias = VolumeBinding  # noqa: Y015
 
 @_typing.final
 class BindResponse(_message.Message):

@@ -54,6 +54,8 @@ class _PodStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PodState.Val
     """assumed on a node; a binder is binding it"""
     BOUND: _PodState.ValueType  # 4
     """the binder or the watch confirmed the binding"""
+    GATED: _PodState.ValueType  # 5
+    """spec.schedulingGates is not empty: never tried until they are removed"""
 
 class PodState(_PodState, metaclass=_PodStateEnumTypeWrapper):
     """HiveD's pod states, as the scheduler tracks them."""
@@ -68,6 +70,8 @@ BINDING: PodState.ValueType  # 3
 """assumed on a node; a binder is binding it"""
 BOUND: PodState.ValueType  # 4
 """the binder or the watch confirmed the binding"""
+GATED: PodState.ValueType  # 5
+"""spec.schedulingGates is not empty: never tried until they are removed"""
 Global___PodState: _TypeAlias = PodState  # noqa: Y015
 
 @_typing.final

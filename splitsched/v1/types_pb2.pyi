@@ -480,9 +480,12 @@ class Container(_message.Message):
     REQUESTS_FIELD_NUMBER: _builtins.int
     HOST_PORTS_FIELD_NUMBER: _builtins.int
     RESTART_POLICY_FIELD_NUMBER: _builtins.int
+    IMAGE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     restart_policy: _builtins.str
     """"Always" on an init container marks a sidecar"""
+    image: _builtins.str
+    """as the pod names it (ImageLocality normalizes it)"""
     @_builtins.property
     def requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
         """canonical units, see the file comment"""
@@ -496,10 +499,11 @@ class Container(_message.Message):
         requests: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
         host_ports: _abc.Iterable[Global___HostPort] | None = ...,
         restart_policy: _builtins.str = ...,
+        image: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["host_ports", b"host_ports", "name", b"name", "requests", b"requests", "restart_policy", b"restart_policy"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["host_ports", b"host_ports", "image", b"image", "name", b"name", "requests", b"requests", "restart_policy", b"restart_policy"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -656,6 +660,7 @@ class Node(_message.Message):
     UNSCHEDULABLE_FIELD_NUMBER: _builtins.int
     CONDITIONS_FIELD_NUMBER: _builtins.int
     READY_FIELD_NUMBER: _builtins.int
+    IMAGES_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     uid: _builtins.str
     resource_version: _builtins.str
@@ -671,6 +676,10 @@ class Node(_message.Message):
     def allocatable(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]: ...
     @_builtins.property
     def conditions(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeCondition]: ...
+    @_builtins.property
+    def images(self) -> _containers.RepeatedCompositeFieldContainer[Global___ContainerImage]:
+        """status.images (ImageLocality)"""
+
     def __init__(
         self,
         *,
@@ -684,14 +693,86 @@ class Node(_message.Message):
         unschedulable: _builtins.bool = ...,
         conditions: _abc.Iterable[Global___NodeCondition] | None = ...,
         ready: _builtins.bool = ...,
+        images: _abc.Iterable[Global___ContainerImage] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "annotations", b"annotations", "conditions", b"conditions", "labels", b"labels", "name", b"name", "ready", b"ready", "resource_version", b"resource_version", "taints", b"taints", "uid", b"uid", "unschedulable", b"unschedulable"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "annotations", b"annotations", "conditions", b"conditions", "images", b"images", "labels", b"labels", "name", b"name", "ready", b"ready", "resource_version", b"resource_version", "taints", b"taints", "uid", b"uid", "unschedulable", b"unschedulable"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Node: _TypeAlias = Node  # noqa: Y015
+
+@_typing.final
+class ContainerImage(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMES_FIELD_NUMBER: _builtins.int
+    SIZE_BYTES_FIELD_NUMBER: _builtins.int
+    size_bytes: _builtins.int
+    @_builtins.property
+    def names(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        names: _abc.Iterable[_builtins.str] | None = ...,
+        size_bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["names", b"names", "size_bytes", b"size_bytes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ContainerImage: _TypeAlias = ContainerImage  # noqa: Y015
+
+@_typing.final
+class Namespace(_message.Message):
+    """A namespace as the scheduler sees it: its labels, for namespaceSelector."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_version: _builtins.str
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["labels", b"labels", "name", b"name", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Namespace: _TypeAlias = Namespace  # noqa: Y015
 
 @_typing.final
 class Pod(_message.Message):
@@ -824,6 +905,8 @@ class Pod(_message.Message):
     GROUP_FIELD_NUMBER: _builtins.int
     CREATION_TIMESTAMP_FIELD_NUMBER: _builtins.int
     INVALID_REASON_FIELD_NUMBER: _builtins.int
+    SCHEDULING_GATES_FIELD_NUMBER: _builtins.int
+    VOLUMES_FIELD_NUMBER: _builtins.int
     uid: _builtins.str
     namespace: _builtins.str
     name: _builtins.str
@@ -877,6 +960,14 @@ class Pod(_message.Message):
     def group(self) -> Global___PodGroup: ...
     @_builtins.property
     def creation_timestamp(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def scheduling_gates(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """spec.schedulingGates names; while any remain the pod is never tried (SchedulingGated)."""
+
+    @_builtins.property
+    def volumes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodVolume]:
+        """The pod's volumes that reach a PersistentVolumeClaim (the only ones scheduling reads)."""
+
     def __init__(
         self,
         *,
@@ -907,14 +998,375 @@ class Pod(_message.Message):
         group: Global___PodGroup | None = ...,
         creation_timestamp: _timestamp_pb2.Timestamp | None = ...,
         invalid_reason: _builtins.str = ...,
+        scheduling_gates: _abc.Iterable[_builtins.str] | None = ...,
+        volumes: _abc.Iterable[Global___PodVolume] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "node_affinity", b"node_affinity", "owner", b"owner", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Pod: _TypeAlias = Pod  # noqa: Y015
+
+@_typing.final
+class PodVolume(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    EPHEMERAL_FIELD_NUMBER: _builtins.int
+    READ_ONLY_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    claim_name: _builtins.str
+    """persistentVolumeClaim.claimName, or for an ephemeral volume the claim Kubernetes
+    creates for it: "<pod name>-<volume name>".
+    """
+    ephemeral: _builtins.bool
+    read_only: _builtins.bool
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        ephemeral: _builtins.bool = ...,
+        read_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "ephemeral", b"ephemeral", "name", b"name", "read_only", b"read_only"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodVolume: _TypeAlias = PodVolume  # noqa: Y015
+
+@_typing.final
+class ObjectRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "namespace", b"namespace", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ObjectRef: _TypeAlias = ObjectRef  # noqa: Y015
+
+@_typing.final
+class TopologySelectorRequirement(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUES_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    @_builtins.property
+    def values(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        values: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "values", b"values"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologySelectorRequirement: _TypeAlias = TopologySelectorRequirement  # noqa: Y015
+
+@_typing.final
+class TopologySelectorTerm(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MATCH_LABEL_EXPRESSIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def match_label_expressions(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySelectorRequirement]: ...
+    def __init__(
+        self,
+        *,
+        match_label_expressions: _abc.Iterable[Global___TopologySelectorRequirement] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["match_label_expressions", b"match_label_expressions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TopologySelectorTerm: _TypeAlias = TopologySelectorTerm  # noqa: Y015
+
+@_typing.final
+class PersistentVolumeClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    HAS_STORAGE_CLASS_FIELD_NUMBER: _builtins.int
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    REQUEST_BYTES_FIELD_NUMBER: _builtins.int
+    VOLUME_NAME_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    SELECTOR_FIELD_NUMBER: _builtins.int
+    HAS_SELECTOR_FIELD_NUMBER: _builtins.int
+    SELECTED_NODE_FIELD_NUMBER: _builtins.int
+    VOLUME_MODE_FIELD_NUMBER: _builtins.int
+    INVALID_REASON_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    resource_version: _builtins.str
+    storage_class_name: _builtins.str
+    """spec.storageClassName; has_storage_class distinguishes unset (the default class)
+    from "" (no class: static PVs without a class only).
+    """
+    has_storage_class: _builtins.bool
+    request_bytes: _builtins.int
+    """spec.resources.requests.storage"""
+    volume_name: _builtins.str
+    """spec.volumeName: the PV it is (being) bound to"""
+    phase: _builtins.str
+    """Pending | Bound | Lost"""
+    has_selector: _builtins.bool
+    selected_node: _builtins.str
+    """annotation volume.kubernetes.io/selected-node"""
+    volume_mode: _builtins.str
+    """Filesystem (default) | Block"""
+    invalid_reason: _builtins.str
+    """Set when the watcher could not convert it (a malformed quantity): pods using it wait
+    with this reason.
+    """
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """ReadWriteOnce | ReadOnlyMany | ReadWriteMany | ReadWriteOncePod"""
+
+    @_builtins.property
+    def selector(self) -> Global___LabelSelector:
+        """unset: any PV"""
+
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+        storage_class_name: _builtins.str = ...,
+        has_storage_class: _builtins.bool = ...,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        request_bytes: _builtins.int = ...,
+        volume_name: _builtins.str = ...,
+        phase: _builtins.str = ...,
+        selector: Global___LabelSelector | None = ...,
+        has_selector: _builtins.bool = ...,
+        selected_node: _builtins.str = ...,
+        volume_mode: _builtins.str = ...,
+        invalid_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["selector", b"selector"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_modes", b"access_modes", "has_selector", b"has_selector", "has_storage_class", b"has_storage_class", "invalid_reason", b"invalid_reason", "name", b"name", "namespace", b"namespace", "phase", b"phase", "request_bytes", b"request_bytes", "resource_version", b"resource_version", "selected_node", b"selected_node", "selector", b"selector", "storage_class_name", b"storage_class_name", "uid", b"uid", "volume_mode", b"volume_mode", "volume_name", b"volume_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolumeClaim: _TypeAlias = PersistentVolumeClaim  # noqa: Y015
+
+@_typing.final
+class PersistentVolume(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class LabelsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    LABELS_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_NAME_FIELD_NUMBER: _builtins.int
+    ACCESS_MODES_FIELD_NUMBER: _builtins.int
+    CAPACITY_BYTES_FIELD_NUMBER: _builtins.int
+    HAS_NODE_AFFINITY_FIELD_NUMBER: _builtins.int
+    NODE_AFFINITY_FIELD_NUMBER: _builtins.int
+    CLAIM_REF_FIELD_NUMBER: _builtins.int
+    PHASE_FIELD_NUMBER: _builtins.int
+    CSI_DRIVER_FIELD_NUMBER: _builtins.int
+    VOLUME_MODE_FIELD_NUMBER: _builtins.int
+    INVALID_REASON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    uid: _builtins.str
+    resource_version: _builtins.str
+    storage_class_name: _builtins.str
+    capacity_bytes: _builtins.int
+    has_node_affinity: _builtins.bool
+    """spec.nodeAffinity.required; has_node_affinity false: any node."""
+    phase: _builtins.str
+    """Pending | Available | Bound | Released | Failed"""
+    csi_driver: _builtins.str
+    """spec.csi.driver (NodeVolumeLimits)"""
+    volume_mode: _builtins.str
+    invalid_reason: _builtins.str
+    """a malformed capacity or node affinity"""
+    @_builtins.property
+    def labels(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """zone labels (VolumeZone), selector matching"""
+
+    @_builtins.property
+    def access_modes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def node_affinity(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    @_builtins.property
+    def claim_ref(self) -> Global___ObjectRef:
+        """unset: available"""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+        labels: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        storage_class_name: _builtins.str = ...,
+        access_modes: _abc.Iterable[_builtins.str] | None = ...,
+        capacity_bytes: _builtins.int = ...,
+        has_node_affinity: _builtins.bool = ...,
+        node_affinity: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+        claim_ref: Global___ObjectRef | None = ...,
+        phase: _builtins.str = ...,
+        csi_driver: _builtins.str = ...,
+        volume_mode: _builtins.str = ...,
+        invalid_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["claim_ref", b"claim_ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["access_modes", b"access_modes", "capacity_bytes", b"capacity_bytes", "claim_ref", b"claim_ref", "csi_driver", b"csi_driver", "has_node_affinity", b"has_node_affinity", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "node_affinity", b"node_affinity", "phase", b"phase", "resource_version", b"resource_version", "storage_class_name", b"storage_class_name", "uid", b"uid", "volume_mode", b"volume_mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PersistentVolume: _TypeAlias = PersistentVolume  # noqa: Y015
+
+@_typing.final
+class StorageClass(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    PROVISIONER_FIELD_NUMBER: _builtins.int
+    VOLUME_BINDING_MODE_FIELD_NUMBER: _builtins.int
+    ALLOWED_TOPOLOGIES_FIELD_NUMBER: _builtins.int
+    IS_DEFAULT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_version: _builtins.str
+    provisioner: _builtins.str
+    """kubernetes.io/no-provisioner: static PVs only"""
+    volume_binding_mode: _builtins.str
+    """Immediate (default) | WaitForFirstConsumer"""
+    is_default: _builtins.bool
+    """annotation storageclass.kubernetes.io/is-default-class"""
+    @_builtins.property
+    def allowed_topologies(self) -> _containers.RepeatedCompositeFieldContainer[Global___TopologySelectorTerm]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+        provisioner: _builtins.str = ...,
+        volume_binding_mode: _builtins.str = ...,
+        allowed_topologies: _abc.Iterable[Global___TopologySelectorTerm] | None = ...,
+        is_default: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allowed_topologies", b"allowed_topologies", "is_default", b"is_default", "name", b"name", "provisioner", b"provisioner", "resource_version", b"resource_version", "volume_binding_mode", b"volume_binding_mode"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StorageClass: _TypeAlias = StorageClass  # noqa: Y015
+
+@_typing.final
+class CSINode(_message.Message):
+    """How many volumes of each CSI driver a node can attach (CSINode spec.drivers[].allocatable)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AllocatableEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.int
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.int = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    ALLOCATABLE_FIELD_NUMBER: _builtins.int
+    INVALID_REASON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_version: _builtins.str
+    invalid_reason: _builtins.str
+    """e.g. a negative count"""
+    @_builtins.property
+    def allocatable(self) -> _containers.ScalarMap[_builtins.str, _builtins.int]:
+        """driver -> count; a driver without a count: absent"""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+        allocatable: _abc.Mapping[_builtins.str, _builtins.int] | None = ...,
+        invalid_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocatable", b"allocatable", "invalid_reason", b"invalid_reason", "name", b"name", "resource_version", b"resource_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CSINode: _TypeAlias = CSINode  # noqa: Y015
 
 @_typing.final
 class PodDisruptionBudget(_message.Message):

@@ -115,6 +115,11 @@ class ClusterEvent(_message.Message):
     NODE_FIELD_NUMBER: _builtins.int
     POD_FIELD_NUMBER: _builtins.int
     PDB_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    PVC_FIELD_NUMBER: _builtins.int
+    PV_FIELD_NUMBER: _builtins.int
+    STORAGE_CLASS_FIELD_NUMBER: _builtins.int
+    CSI_NODE_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     OBSERVED_AT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
@@ -127,6 +132,16 @@ class ClusterEvent(_message.Message):
     def pod(self) -> _types_pb2.Pod: ...
     @_builtins.property
     def pdb(self) -> _types_pb2.PodDisruptionBudget: ...
+    @_builtins.property
+    def namespace(self) -> _types_pb2.Namespace: ...
+    @_builtins.property
+    def pvc(self) -> _types_pb2.PersistentVolumeClaim: ...
+    @_builtins.property
+    def pv(self) -> _types_pb2.PersistentVolume: ...
+    @_builtins.property
+    def storage_class(self) -> _types_pb2.StorageClass: ...
+    @_builtins.property
+    def csi_node(self) -> _types_pb2.CSINode: ...
     @_builtins.property
     def observed_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
@@ -143,15 +158,20 @@ class ClusterEvent(_message.Message):
         node: _types_pb2.Node | None = ...,
         pod: _types_pb2.Pod | None = ...,
         pdb: _types_pb2.PodDisruptionBudget | None = ...,
+        namespace: _types_pb2.Namespace | None = ...,
+        pvc: _types_pb2.PersistentVolumeClaim | None = ...,
+        pv: _types_pb2.PersistentVolume | None = ...,
+        storage_class: _types_pb2.StorageClass | None = ...,
+        csi_node: _types_pb2.CSINode | None = ...,
         resource_version: _builtins.str = ...,
         observed_at: _timestamp_pb2.Timestamp | None = ...,
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "storage_class", b"storage_class"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "resource_version", b"resource_version", "sequence", b"sequence", "trace_context", b"trace_context", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "resource_version", b"resource_version", "sequence", b"sequence", "storage_class", b"storage_class", "trace_context", b"trace_context", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["node", "pod", "pdb"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["node", "pod", "pdb", "namespace", "pvc", "pv", "storage_class", "csi_node"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 

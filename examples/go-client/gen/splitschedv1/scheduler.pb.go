@@ -49,6 +49,7 @@ const (
 	PodState_PREEMPTING            PodState = 2 // victims are being evicted for it (nominated_node is set)
 	PodState_BINDING               PodState = 3 // assumed on a node; a binder is binding it
 	PodState_BOUND                 PodState = 4 // the binder or the watch confirmed the binding
+	PodState_GATED                 PodState = 5 // spec.schedulingGates is not empty: never tried until they are removed
 )
 
 // Enum value maps for PodState.
@@ -59,6 +60,7 @@ var (
 		2: "PREEMPTING",
 		3: "BINDING",
 		4: "BOUND",
+		5: "GATED",
 	}
 	PodState_value = map[string]int32{
 		"POD_STATE_UNSPECIFIED": 0,
@@ -66,6 +68,7 @@ var (
 		"PREEMPTING":            2,
 		"BINDING":               3,
 		"BOUND":                 4,
+		"GATED":                 5,
 	}
 )
 
@@ -2177,14 +2180,15 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\x05BOUND\x10\x04\x12\x0f\n" +
 	"\vBIND_FAILED\x10\x05\x12\f\n" +
 	"\bCONFLICT\x10\x06\x12\f\n" +
-	"\bPOD_GONE\x10\a*Z\n" +
+	"\bPOD_GONE\x10\a*e\n" +
 	"\bPodState\x12\x19\n" +
 	"\x15POD_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aWAITING\x10\x01\x12\x0e\n" +
 	"\n" +
 	"PREEMPTING\x10\x02\x12\v\n" +
 	"\aBINDING\x10\x03\x12\t\n" +
-	"\x05BOUND\x10\x042\xc5\x04\n" +
+	"\x05BOUND\x10\x04\x12\t\n" +
+	"\x05GATED\x10\x052\xc5\x04\n" +
 	"\tScheduler\x12o\n" +
 	"\x14ReportBindingOutcome\x12*.splitsched.v1.ReportBindingOutcomeRequest\x1a+.splitsched.v1.ReportBindingOutcomeResponse\x12@\n" +
 	"\x06GetPod\x12\x1c.splitsched.v1.GetPodRequest\x1a\x18.splitsched.v1.PodStatus\x12K\n" +

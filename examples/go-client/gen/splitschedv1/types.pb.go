@@ -919,6 +919,7 @@ type Container struct {
 	Requests      map[string]int64       `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // canonical units, see the file comment
 	HostPorts     []*HostPort            `protobuf:"bytes,3,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`
 	RestartPolicy string                 `protobuf:"bytes,4,opt,name=restart_policy,json=restartPolicy,proto3" json:"restart_policy,omitempty"` // "Always" on an init container marks a sidecar
+	Image         string                 `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`                                      // as the pod names it (ImageLocality normalizes it)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -977,6 +978,13 @@ func (x *Container) GetHostPorts() []*HostPort {
 func (x *Container) GetRestartPolicy() string {
 	if x != nil {
 		return x.RestartPolicy
+	}
+	return ""
+}
+
+func (x *Container) GetImage() string {
+	if x != nil {
+		return x.Image
 	}
 	return ""
 }
@@ -1174,6 +1182,7 @@ type Node struct {
 	Unschedulable   bool                   `protobuf:"varint,8,opt,name=unschedulable,proto3" json:"unschedulable,omitempty"`
 	Conditions      []*NodeCondition       `protobuf:"bytes,9,rep,name=conditions,proto3" json:"conditions,omitempty"`
 	Ready           bool                   `protobuf:"varint,10,opt,name=ready,proto3" json:"ready,omitempty"`
+	Images          []*ContainerImage      `protobuf:"bytes,11,rep,name=images,proto3" json:"images,omitempty"` // status.images (ImageLocality)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1278,6 +1287,126 @@ func (x *Node) GetReady() bool {
 	return false
 }
 
+func (x *Node) GetImages() []*ContainerImage {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+type ContainerImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Names         []string               `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	SizeBytes     int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContainerImage) Reset() {
+	*x = ContainerImage{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContainerImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContainerImage) ProtoMessage() {}
+
+func (x *ContainerImage) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContainerImage.ProtoReflect.Descriptor instead.
+func (*ContainerImage) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ContainerImage) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ContainerImage) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// A namespace as the scheduler sees it: its labels, for namespaceSelector.
+type Namespace struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Labels          map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ResourceVersion string                 `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Namespace) Reset() {
+	*x = Namespace{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Namespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Namespace) ProtoMessage() {}
+
+func (x *Namespace) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Namespace.ProtoReflect.Descriptor instead.
+func (*Namespace) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Namespace) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Namespace) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *Namespace) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 type Pod struct {
 	state                     protoimpl.MessageState      `protogen:"open.v1"`
 	Uid                       string                      `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
@@ -1309,13 +1438,17 @@ type Pod struct {
 	// Set when the watcher could not convert the object (a malformed quantity, say): the
 	// scheduler reports the pod unschedulable with this reason instead of dropping it.
 	InvalidReason string `protobuf:"bytes,27,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
+	// spec.schedulingGates names; while any remain the pod is never tried (SchedulingGated).
+	SchedulingGates []string `protobuf:"bytes,28,rep,name=scheduling_gates,json=schedulingGates,proto3" json:"scheduling_gates,omitempty"`
+	// The pod's volumes that reach a PersistentVolumeClaim (the only ones scheduling reads).
+	Volumes       []*PodVolume `protobuf:"bytes,29,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[19]
+	mi := &file_splitsched_v1_types_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1460,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[19]
+	mi := &file_splitsched_v1_types_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1473,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{19}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Pod) GetUid() string {
@@ -1532,6 +1665,708 @@ func (x *Pod) GetInvalidReason() string {
 	return ""
 }
 
+func (x *Pod) GetSchedulingGates() []string {
+	if x != nil {
+		return x.SchedulingGates
+	}
+	return nil
+}
+
+func (x *Pod) GetVolumes() []*PodVolume {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
+type PodVolume struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// persistentVolumeClaim.claimName, or for an ephemeral volume the claim Kubernetes
+	// creates for it: "<pod name>-<volume name>".
+	ClaimName     string `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	Ephemeral     bool   `protobuf:"varint,3,opt,name=ephemeral,proto3" json:"ephemeral,omitempty"`
+	ReadOnly      bool   `protobuf:"varint,4,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodVolume) Reset() {
+	*x = PodVolume{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodVolume) ProtoMessage() {}
+
+func (x *PodVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodVolume.ProtoReflect.Descriptor instead.
+func (*PodVolume) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PodVolume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodVolume) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *PodVolume) GetEphemeral() bool {
+	if x != nil {
+		return x.Ephemeral
+	}
+	return false
+}
+
+func (x *PodVolume) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+type ObjectRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ObjectRef) Reset() {
+	*x = ObjectRef{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ObjectRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ObjectRef) ProtoMessage() {}
+
+func (x *ObjectRef) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
+func (*ObjectRef) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ObjectRef) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ObjectRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+type TopologySelectorRequirement struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Values        []string               `protobuf:"bytes,2,rep,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologySelectorRequirement) Reset() {
+	*x = TopologySelectorRequirement{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorRequirement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorRequirement) ProtoMessage() {}
+
+func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
+func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TopologySelectorRequirement) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TopologySelectorRequirement) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+type TopologySelectorTerm struct {
+	state                 protoimpl.MessageState         `protogen:"open.v1"`
+	MatchLabelExpressions []*TopologySelectorRequirement `protobuf:"bytes,1,rep,name=match_label_expressions,json=matchLabelExpressions,proto3" json:"match_label_expressions,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *TopologySelectorTerm) Reset() {
+	*x = TopologySelectorTerm{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologySelectorTerm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologySelectorTerm) ProtoMessage() {}
+
+func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
+func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
+	if x != nil {
+		return x.MatchLabelExpressions
+	}
+	return nil
+}
+
+type PersistentVolumeClaim struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid             string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// spec.storageClassName; has_storage_class distinguishes unset (the default class)
+	// from "" (no class: static PVs without a class only).
+	StorageClassName string         `protobuf:"bytes,5,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	HasStorageClass  bool           `protobuf:"varint,6,opt,name=has_storage_class,json=hasStorageClass,proto3" json:"has_storage_class,omitempty"`
+	AccessModes      []string       `protobuf:"bytes,7,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`     // ReadWriteOnce | ReadOnlyMany | ReadWriteMany | ReadWriteOncePod
+	RequestBytes     int64          `protobuf:"varint,8,opt,name=request_bytes,json=requestBytes,proto3" json:"request_bytes,omitempty"` // spec.resources.requests.storage
+	VolumeName       string         `protobuf:"bytes,9,opt,name=volume_name,json=volumeName,proto3" json:"volume_name,omitempty"`        // spec.volumeName: the PV it is (being) bound to
+	Phase            string         `protobuf:"bytes,10,opt,name=phase,proto3" json:"phase,omitempty"`                                   // Pending | Bound | Lost
+	Selector         *LabelSelector `protobuf:"bytes,11,opt,name=selector,proto3" json:"selector,omitempty"`                             // unset: any PV
+	HasSelector      bool           `protobuf:"varint,12,opt,name=has_selector,json=hasSelector,proto3" json:"has_selector,omitempty"`
+	SelectedNode     string         `protobuf:"bytes,13,opt,name=selected_node,json=selectedNode,proto3" json:"selected_node,omitempty"` // annotation volume.kubernetes.io/selected-node
+	VolumeMode       string         `protobuf:"bytes,14,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`       // Filesystem (default) | Block
+	// Set when the watcher could not convert it (a malformed quantity): pods using it wait
+	// with this reason.
+	InvalidReason string `protobuf:"bytes,15,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PersistentVolumeClaim) Reset() {
+	*x = PersistentVolumeClaim{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolumeClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolumeClaim) ProtoMessage() {}
+
+func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
+func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PersistentVolumeClaim) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetHasStorageClass() bool {
+	if x != nil {
+		return x.HasStorageClass
+	}
+	return false
+}
+
+func (x *PersistentVolumeClaim) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetRequestBytes() int64 {
+	if x != nil {
+		return x.RequestBytes
+	}
+	return 0
+}
+
+func (x *PersistentVolumeClaim) GetVolumeName() string {
+	if x != nil {
+		return x.VolumeName
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetSelector() *LabelSelector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *PersistentVolumeClaim) GetHasSelector() bool {
+	if x != nil {
+		return x.HasSelector
+	}
+	return false
+}
+
+func (x *PersistentVolumeClaim) GetSelectedNode() string {
+	if x != nil {
+		return x.SelectedNode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolumeClaim) GetInvalidReason() string {
+	if x != nil {
+		return x.InvalidReason
+	}
+	return ""
+}
+
+type PersistentVolume struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid              string                 `protobuf:"bytes,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	ResourceVersion  string                 `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Labels           map[string]string      `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // zone labels (VolumeZone), selector matching
+	StorageClassName string                 `protobuf:"bytes,5,opt,name=storage_class_name,json=storageClassName,proto3" json:"storage_class_name,omitempty"`
+	AccessModes      []string               `protobuf:"bytes,6,rep,name=access_modes,json=accessModes,proto3" json:"access_modes,omitempty"`
+	CapacityBytes    int64                  `protobuf:"varint,7,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	// spec.nodeAffinity.required; has_node_affinity false: any node.
+	HasNodeAffinity bool                `protobuf:"varint,8,opt,name=has_node_affinity,json=hasNodeAffinity,proto3" json:"has_node_affinity,omitempty"`
+	NodeAffinity    []*NodeSelectorTerm `protobuf:"bytes,9,rep,name=node_affinity,json=nodeAffinity,proto3" json:"node_affinity,omitempty"`
+	ClaimRef        *ObjectRef          `protobuf:"bytes,10,opt,name=claim_ref,json=claimRef,proto3" json:"claim_ref,omitempty"`    // unset: available
+	Phase           string              `protobuf:"bytes,11,opt,name=phase,proto3" json:"phase,omitempty"`                          // Pending | Available | Bound | Released | Failed
+	CsiDriver       string              `protobuf:"bytes,12,opt,name=csi_driver,json=csiDriver,proto3" json:"csi_driver,omitempty"` // spec.csi.driver (NodeVolumeLimits)
+	VolumeMode      string              `protobuf:"bytes,13,opt,name=volume_mode,json=volumeMode,proto3" json:"volume_mode,omitempty"`
+	InvalidReason   string              `protobuf:"bytes,14,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"` // a malformed capacity or node affinity
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PersistentVolume) Reset() {
+	*x = PersistentVolume{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PersistentVolume) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PersistentVolume) ProtoMessage() {}
+
+func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
+func (*PersistentVolume) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *PersistentVolume) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetStorageClassName() string {
+	if x != nil {
+		return x.StorageClassName
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetAccessModes() []string {
+	if x != nil {
+		return x.AccessModes
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetCapacityBytes() int64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *PersistentVolume) GetHasNodeAffinity() bool {
+	if x != nil {
+		return x.HasNodeAffinity
+	}
+	return false
+}
+
+func (x *PersistentVolume) GetNodeAffinity() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeAffinity
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetClaimRef() *ObjectRef {
+	if x != nil {
+		return x.ClaimRef
+	}
+	return nil
+}
+
+func (x *PersistentVolume) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetCsiDriver() string {
+	if x != nil {
+		return x.CsiDriver
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetVolumeMode() string {
+	if x != nil {
+		return x.VolumeMode
+	}
+	return ""
+}
+
+func (x *PersistentVolume) GetInvalidReason() string {
+	if x != nil {
+		return x.InvalidReason
+	}
+	return ""
+}
+
+type StorageClass struct {
+	state             protoimpl.MessageState  `protogen:"open.v1"`
+	Name              string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceVersion   string                  `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Provisioner       string                  `protobuf:"bytes,3,opt,name=provisioner,proto3" json:"provisioner,omitempty"`                                        // kubernetes.io/no-provisioner: static PVs only
+	VolumeBindingMode string                  `protobuf:"bytes,4,opt,name=volume_binding_mode,json=volumeBindingMode,proto3" json:"volume_binding_mode,omitempty"` // Immediate (default) | WaitForFirstConsumer
+	AllowedTopologies []*TopologySelectorTerm `protobuf:"bytes,5,rep,name=allowed_topologies,json=allowedTopologies,proto3" json:"allowed_topologies,omitempty"`
+	IsDefault         bool                    `protobuf:"varint,6,opt,name=is_default,json=isDefault,proto3" json:"is_default,omitempty"` // annotation storageclass.kubernetes.io/is-default-class
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StorageClass) Reset() {
+	*x = StorageClass{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StorageClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StorageClass) ProtoMessage() {}
+
+func (x *StorageClass) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
+func (*StorageClass) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *StorageClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StorageClass) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *StorageClass) GetProvisioner() string {
+	if x != nil {
+		return x.Provisioner
+	}
+	return ""
+}
+
+func (x *StorageClass) GetVolumeBindingMode() string {
+	if x != nil {
+		return x.VolumeBindingMode
+	}
+	return ""
+}
+
+func (x *StorageClass) GetAllowedTopologies() []*TopologySelectorTerm {
+	if x != nil {
+		return x.AllowedTopologies
+	}
+	return nil
+}
+
+func (x *StorageClass) GetIsDefault() bool {
+	if x != nil {
+		return x.IsDefault
+	}
+	return false
+}
+
+// How many volumes of each CSI driver a node can attach (CSINode spec.drivers[].allocatable).
+type CSINode struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,2,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Allocatable     map[string]int64       `protobuf:"bytes,3,rep,name=allocatable,proto3" json:"allocatable,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // driver -> count; a driver without a count: absent
+	InvalidReason   string                 `protobuf:"bytes,4,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`                                                   // e.g. a negative count
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *CSINode) Reset() {
+	*x = CSINode{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CSINode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CSINode) ProtoMessage() {}
+
+func (x *CSINode) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
+func (*CSINode) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CSINode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CSINode) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *CSINode) GetAllocatable() map[string]int64 {
+	if x != nil {
+		return x.Allocatable
+	}
+	return nil
+}
+
+func (x *CSINode) GetInvalidReason() string {
+	if x != nil {
+		return x.InvalidReason
+	}
+	return ""
+}
+
 type PodDisruptionBudget struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	Namespace          string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1545,7 +2380,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[20]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +2392,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[20]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +2405,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{20}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -1684,13 +2519,14 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\bHostPort\x12\x12\n" +
 	"\x04port\x18\x01 \x01(\x05R\x04port\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x17\n" +
-	"\ahost_ip\x18\x03 \x01(\tR\x06hostIp\"\xff\x01\n" +
+	"\ahost_ip\x18\x03 \x01(\tR\x06hostIp\"\x95\x02\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12B\n" +
 	"\brequests\x18\x02 \x03(\v2&.splitsched.v1.Container.RequestsEntryR\brequests\x126\n" +
 	"\n" +
 	"host_ports\x18\x03 \x03(\v2\x17.splitsched.v1.HostPortR\thostPorts\x12%\n" +
-	"\x0erestart_policy\x18\x04 \x01(\tR\rrestartPolicy\x1a;\n" +
+	"\x0erestart_policy\x18\x04 \x01(\tR\rrestartPolicy\x12\x14\n" +
+	"\x05image\x18\x05 \x01(\tR\x05image\x1a;\n" +
 	"\rRequestsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"j\n" +
@@ -1708,7 +2544,7 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\rNodeCondition\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x83\x05\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xba\x05\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\tR\x03uid\x12)\n" +
@@ -1722,7 +2558,8 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"conditions\x18\t \x03(\v2\x1c.splitsched.v1.NodeConditionR\n" +
 	"conditions\x12\x14\n" +
 	"\x05ready\x18\n" +
-	" \x01(\bR\x05ready\x1a9\n" +
+	" \x01(\bR\x05ready\x125\n" +
+	"\x06images\x18\v \x03(\v2\x1d.splitsched.v1.ContainerImageR\x06images\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -1731,7 +2568,18 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AllocatableEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xdd\r\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"E\n" +
+	"\x0eContainerImage\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"\xc3\x01\n" +
+	"\tNamespace\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
+	"\x06labels\x18\x02 \x03(\v2$.splitsched.v1.Namespace.LabelsEntryR\x06labels\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x0e\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -1762,7 +2610,9 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x05owner\x18\x18 \x01(\v2\x1d.splitsched.v1.OwnerReferenceR\x05owner\x12-\n" +
 	"\x05group\x18\x19 \x01(\v2\x17.splitsched.v1.PodGroupR\x05group\x12I\n" +
 	"\x12creation_timestamp\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x12%\n" +
-	"\x0einvalid_reason\x18\x1b \x01(\tR\rinvalidReason\x1a9\n" +
+	"\x0einvalid_reason\x18\x1b \x01(\tR\rinvalidReason\x12)\n" +
+	"\x10scheduling_gates\x18\x1c \x03(\tR\x0fschedulingGates\x122\n" +
+	"\avolumes\x18\x1d \x03(\v2\x18.splitsched.v1.PodVolumeR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -1777,7 +2627,78 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
+	"\tPodVolume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1c\n" +
+	"\tephemeral\x18\x03 \x01(\bR\tephemeral\x12\x1b\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"O\n" +
+	"\tObjectRef\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\"G\n" +
+	"\x1bTopologySelectorRequirement\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
+	"\x06values\x18\x02 \x03(\tR\x06values\"z\n" +
+	"\x14TopologySelectorTerm\x12b\n" +
+	"\x17match_label_expressions\x18\x01 \x03(\v2*.splitsched.v1.TopologySelectorRequirementR\x15matchLabelExpressions\"\xa9\x04\n" +
+	"\x15PersistentVolumeClaim\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12,\n" +
+	"\x12storage_class_name\x18\x05 \x01(\tR\x10storageClassName\x12*\n" +
+	"\x11has_storage_class\x18\x06 \x01(\bR\x0fhasStorageClass\x12!\n" +
+	"\faccess_modes\x18\a \x03(\tR\vaccessModes\x12#\n" +
+	"\rrequest_bytes\x18\b \x01(\x03R\frequestBytes\x12\x1f\n" +
+	"\vvolume_name\x18\t \x01(\tR\n" +
+	"volumeName\x12\x14\n" +
+	"\x05phase\x18\n" +
+	" \x01(\tR\x05phase\x128\n" +
+	"\bselector\x18\v \x01(\v2\x1c.splitsched.v1.LabelSelectorR\bselector\x12!\n" +
+	"\fhas_selector\x18\f \x01(\bR\vhasSelector\x12#\n" +
+	"\rselected_node\x18\r \x01(\tR\fselectedNode\x12\x1f\n" +
+	"\vvolume_mode\x18\x0e \x01(\tR\n" +
+	"volumeMode\x12%\n" +
+	"\x0einvalid_reason\x18\x0f \x01(\tR\rinvalidReason\"\x81\x05\n" +
+	"\x10PersistentVolume\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\tR\x03uid\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x12C\n" +
+	"\x06labels\x18\x04 \x03(\v2+.splitsched.v1.PersistentVolume.LabelsEntryR\x06labels\x12,\n" +
+	"\x12storage_class_name\x18\x05 \x01(\tR\x10storageClassName\x12!\n" +
+	"\faccess_modes\x18\x06 \x03(\tR\vaccessModes\x12%\n" +
+	"\x0ecapacity_bytes\x18\a \x01(\x03R\rcapacityBytes\x12*\n" +
+	"\x11has_node_affinity\x18\b \x01(\bR\x0fhasNodeAffinity\x12D\n" +
+	"\rnode_affinity\x18\t \x03(\v2\x1f.splitsched.v1.NodeSelectorTermR\fnodeAffinity\x125\n" +
+	"\tclaim_ref\x18\n" +
+	" \x01(\v2\x18.splitsched.v1.ObjectRefR\bclaimRef\x12\x14\n" +
+	"\x05phase\x18\v \x01(\tR\x05phase\x12\x1d\n" +
+	"\n" +
+	"csi_driver\x18\f \x01(\tR\tcsiDriver\x12\x1f\n" +
+	"\vvolume_mode\x18\r \x01(\tR\n" +
+	"volumeMode\x12%\n" +
+	"\x0einvalid_reason\x18\x0e \x01(\tR\rinvalidReason\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x02\n" +
+	"\fStorageClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12 \n" +
+	"\vprovisioner\x18\x03 \x01(\tR\vprovisioner\x12.\n" +
+	"\x13volume_binding_mode\x18\x04 \x01(\tR\x11volumeBindingMode\x12R\n" +
+	"\x12allowed_topologies\x18\x05 \x03(\v2#.splitsched.v1.TopologySelectorTermR\x11allowedTopologies\x12\x1d\n" +
+	"\n" +
+	"is_default\x18\x06 \x01(\bR\tisDefault\"\xfa\x01\n" +
+	"\aCSINode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12I\n" +
+	"\vallocatable\x18\x03 \x03(\v2'.splitsched.v1.CSINode.AllocatableEntryR\vallocatable\x12%\n" +
+	"\x0einvalid_reason\x18\x04 \x01(\tR\rinvalidReason\x1a>\n" +
+	"\x10AllocatableEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xdd\x01\n" +
 	"\x13PodDisruptionBudget\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x128\n" +
@@ -1797,40 +2718,53 @@ func file_splitsched_v1_types_proto_rawDescGZIP() []byte {
 	return file_splitsched_v1_types_proto_rawDescData
 }
 
-var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_splitsched_v1_types_proto_goTypes = []any{
-	(*PodRef)(nil),                   // 0: splitsched.v1.PodRef
-	(*Taint)(nil),                    // 1: splitsched.v1.Taint
-	(*Toleration)(nil),               // 2: splitsched.v1.Toleration
-	(*NodeSelectorRequirement)(nil),  // 3: splitsched.v1.NodeSelectorRequirement
-	(*NodeSelectorTerm)(nil),         // 4: splitsched.v1.NodeSelectorTerm
-	(*PreferredSchedulingTerm)(nil),  // 5: splitsched.v1.PreferredSchedulingTerm
-	(*NodeAffinity)(nil),             // 6: splitsched.v1.NodeAffinity
-	(*LabelSelectorRequirement)(nil), // 7: splitsched.v1.LabelSelectorRequirement
-	(*LabelSelector)(nil),            // 8: splitsched.v1.LabelSelector
-	(*PodAffinityTerm)(nil),          // 9: splitsched.v1.PodAffinityTerm
-	(*WeightedPodAffinityTerm)(nil),  // 10: splitsched.v1.WeightedPodAffinityTerm
-	(*PodAffinity)(nil),              // 11: splitsched.v1.PodAffinity
-	(*TopologySpreadConstraint)(nil), // 12: splitsched.v1.TopologySpreadConstraint
-	(*HostPort)(nil),                 // 13: splitsched.v1.HostPort
-	(*Container)(nil),                // 14: splitsched.v1.Container
-	(*OwnerReference)(nil),           // 15: splitsched.v1.OwnerReference
-	(*PodGroup)(nil),                 // 16: splitsched.v1.PodGroup
-	(*NodeCondition)(nil),            // 17: splitsched.v1.NodeCondition
-	(*Node)(nil),                     // 18: splitsched.v1.Node
-	(*Pod)(nil),                      // 19: splitsched.v1.Pod
-	(*PodDisruptionBudget)(nil),      // 20: splitsched.v1.PodDisruptionBudget
-	nil,                              // 21: splitsched.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 22: splitsched.v1.Container.RequestsEntry
-	nil,                              // 23: splitsched.v1.Node.LabelsEntry
-	nil,                              // 24: splitsched.v1.Node.AnnotationsEntry
-	nil,                              // 25: splitsched.v1.Node.AllocatableEntry
-	nil,                              // 26: splitsched.v1.Pod.LabelsEntry
-	nil,                              // 27: splitsched.v1.Pod.AnnotationsEntry
-	nil,                              // 28: splitsched.v1.Pod.OverheadEntry
-	nil,                              // 29: splitsched.v1.Pod.PodRequestsEntry
-	nil,                              // 30: splitsched.v1.Pod.NodeSelectorEntry
-	(*timestamppb.Timestamp)(nil),    // 31: google.protobuf.Timestamp
+	(*PodRef)(nil),                      // 0: splitsched.v1.PodRef
+	(*Taint)(nil),                       // 1: splitsched.v1.Taint
+	(*Toleration)(nil),                  // 2: splitsched.v1.Toleration
+	(*NodeSelectorRequirement)(nil),     // 3: splitsched.v1.NodeSelectorRequirement
+	(*NodeSelectorTerm)(nil),            // 4: splitsched.v1.NodeSelectorTerm
+	(*PreferredSchedulingTerm)(nil),     // 5: splitsched.v1.PreferredSchedulingTerm
+	(*NodeAffinity)(nil),                // 6: splitsched.v1.NodeAffinity
+	(*LabelSelectorRequirement)(nil),    // 7: splitsched.v1.LabelSelectorRequirement
+	(*LabelSelector)(nil),               // 8: splitsched.v1.LabelSelector
+	(*PodAffinityTerm)(nil),             // 9: splitsched.v1.PodAffinityTerm
+	(*WeightedPodAffinityTerm)(nil),     // 10: splitsched.v1.WeightedPodAffinityTerm
+	(*PodAffinity)(nil),                 // 11: splitsched.v1.PodAffinity
+	(*TopologySpreadConstraint)(nil),    // 12: splitsched.v1.TopologySpreadConstraint
+	(*HostPort)(nil),                    // 13: splitsched.v1.HostPort
+	(*Container)(nil),                   // 14: splitsched.v1.Container
+	(*OwnerReference)(nil),              // 15: splitsched.v1.OwnerReference
+	(*PodGroup)(nil),                    // 16: splitsched.v1.PodGroup
+	(*NodeCondition)(nil),               // 17: splitsched.v1.NodeCondition
+	(*Node)(nil),                        // 18: splitsched.v1.Node
+	(*ContainerImage)(nil),              // 19: splitsched.v1.ContainerImage
+	(*Namespace)(nil),                   // 20: splitsched.v1.Namespace
+	(*Pod)(nil),                         // 21: splitsched.v1.Pod
+	(*PodVolume)(nil),                   // 22: splitsched.v1.PodVolume
+	(*ObjectRef)(nil),                   // 23: splitsched.v1.ObjectRef
+	(*TopologySelectorRequirement)(nil), // 24: splitsched.v1.TopologySelectorRequirement
+	(*TopologySelectorTerm)(nil),        // 25: splitsched.v1.TopologySelectorTerm
+	(*PersistentVolumeClaim)(nil),       // 26: splitsched.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 27: splitsched.v1.PersistentVolume
+	(*StorageClass)(nil),                // 28: splitsched.v1.StorageClass
+	(*CSINode)(nil),                     // 29: splitsched.v1.CSINode
+	(*PodDisruptionBudget)(nil),         // 30: splitsched.v1.PodDisruptionBudget
+	nil,                                 // 31: splitsched.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 32: splitsched.v1.Container.RequestsEntry
+	nil,                                 // 33: splitsched.v1.Node.LabelsEntry
+	nil,                                 // 34: splitsched.v1.Node.AnnotationsEntry
+	nil,                                 // 35: splitsched.v1.Node.AllocatableEntry
+	nil,                                 // 36: splitsched.v1.Namespace.LabelsEntry
+	nil,                                 // 37: splitsched.v1.Pod.LabelsEntry
+	nil,                                 // 38: splitsched.v1.Pod.AnnotationsEntry
+	nil,                                 // 39: splitsched.v1.Pod.OverheadEntry
+	nil,                                 // 40: splitsched.v1.Pod.PodRequestsEntry
+	nil,                                 // 41: splitsched.v1.Pod.NodeSelectorEntry
+	nil,                                 // 42: splitsched.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 43: splitsched.v1.CSINode.AllocatableEntry
+	(*timestamppb.Timestamp)(nil),       // 44: google.protobuf.Timestamp
 }
 var file_splitsched_v1_types_proto_depIdxs = []int32{
 	3,  // 0: splitsched.v1.NodeSelectorTerm.match_expressions:type_name -> splitsched.v1.NodeSelectorRequirement
@@ -1838,7 +2772,7 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	4,  // 2: splitsched.v1.PreferredSchedulingTerm.preference:type_name -> splitsched.v1.NodeSelectorTerm
 	4,  // 3: splitsched.v1.NodeAffinity.required:type_name -> splitsched.v1.NodeSelectorTerm
 	5,  // 4: splitsched.v1.NodeAffinity.preferred:type_name -> splitsched.v1.PreferredSchedulingTerm
-	21, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
+	31, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
 	7,  // 6: splitsched.v1.LabelSelector.match_expressions:type_name -> splitsched.v1.LabelSelectorRequirement
 	8,  // 7: splitsched.v1.PodAffinityTerm.label_selector:type_name -> splitsched.v1.LabelSelector
 	8,  // 8: splitsched.v1.PodAffinityTerm.namespace_selector:type_name -> splitsched.v1.LabelSelector
@@ -1846,35 +2780,45 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	9,  // 10: splitsched.v1.PodAffinity.required:type_name -> splitsched.v1.PodAffinityTerm
 	10, // 11: splitsched.v1.PodAffinity.preferred:type_name -> splitsched.v1.WeightedPodAffinityTerm
 	8,  // 12: splitsched.v1.TopologySpreadConstraint.label_selector:type_name -> splitsched.v1.LabelSelector
-	22, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
+	32, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
 	13, // 14: splitsched.v1.Container.host_ports:type_name -> splitsched.v1.HostPort
-	23, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
-	24, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
+	33, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
+	34, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
 	1,  // 17: splitsched.v1.Node.taints:type_name -> splitsched.v1.Taint
-	25, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
+	35, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
 	17, // 19: splitsched.v1.Node.conditions:type_name -> splitsched.v1.NodeCondition
-	26, // 20: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
-	27, // 21: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
-	14, // 22: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
-	14, // 23: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
-	28, // 24: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
-	29, // 25: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
-	30, // 26: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
-	6,  // 27: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
-	11, // 28: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
-	11, // 29: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
-	2,  // 30: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
-	12, // 31: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
-	31, // 32: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
-	15, // 33: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
-	16, // 34: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
-	31, // 35: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
-	8,  // 36: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	19, // 20: splitsched.v1.Node.images:type_name -> splitsched.v1.ContainerImage
+	36, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
+	37, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
+	38, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
+	14, // 24: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
+	14, // 25: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
+	39, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
+	40, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
+	41, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
+	6,  // 29: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
+	11, // 30: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
+	11, // 31: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
+	2,  // 32: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
+	12, // 33: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
+	44, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	15, // 35: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
+	16, // 36: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
+	44, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
+	22, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
+	24, // 39: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
+	8,  // 40: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
+	42, // 41: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
+	4,  // 42: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
+	23, // 43: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
+	25, // 44: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
+	43, // 45: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
+	8,  // 46: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_types_proto_init() }
@@ -1890,7 +2834,7 @@ func file_splitsched_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_types_proto_rawDesc), len(file_splitsched_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
