@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all-pods", action="store_true", help="list every pod, not only disagreements")
     p.add_argument("--record", action="store_true", help="write the JSON under bench/results")
     p.add_argument("--output", type=Path, help="write the JSON here (implies --record)")
+    p.add_argument(
+        "--self-check",
+        action="store_true",
+        help="run kube-scheduler against itself: where it disagrees, it is nondeterministic",
+    )
     p.add_argument("--keep-state", action="store_true", help="keep the work dir (logs, state)")
     return p
 
@@ -62,6 +67,7 @@ def _meta(args: argparse.Namespace, chosen: frozenset[str], argv: Sequence[str])
         "nodes": args.nodes,
         "pods": args.pods,
         "features": sorted(chosen),
+        "second_run": "kube-scheduler" if args.self_check else "splitsched",
     }
 
 
@@ -86,7 +92,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     with runner.Session(keep=args.keep_state) as session:
         print(f"control plane, kube-scheduler and splitsched up ({session.workdir})", flush=True)
-        results = runner.run_seeds(session, scenes, progress=lambda line: print(line, flush=True))
+        results = runner.run_seeds(
+            session,
+            scenes,
+            self_check=args.self_check,
+            progress=lambda line: print(line, flush=True),
+        )
     for result in results:
         print()
         print(report.seed_table(result, all_pods=args.all_pods))

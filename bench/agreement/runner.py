@@ -31,7 +31,16 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from bench.agreement import compare, extender, known, kubeops, report, scenario, sides
+from bench.agreement import (
+    compare,
+    extender,
+    known,
+    kubeops,
+    report,
+    scenario,
+    sides,
+    storageops,
+)
 from bench.sidebyside import contenders
 from splitsched.testing import controlplane, kube
 
@@ -92,13 +101,17 @@ class Session:
         self.close()
 
 
-def run_seed(session: Session, scene: scenario.Scenario) -> compare.SeedResult:
-    """Both runs of one scenario, and the verdict on every pod."""
+def run_seed(
+    session: Session, scene: scenario.Scenario, *, self_check: bool = False
+) -> compare.SeedResult:
+    """Both runs of one scenario, and the verdict on every pod. ``self_check``: the second
+    run is kube-scheduler's again, to find where kube-scheduler disagrees with itself."""
     started = time.monotonic()
     result = compare.SeedResult(seed=scene.seed, nodes=len(scene.nodes), pods=len(scene.pods))
+    second = session.kube if self_check else session.ours
     try:
         theirs, their_taints = run(session.api, session.kube, scene, f"ag{scene.seed}-k", None)
-        ours, our_taints = run(session.api, session.ours, scene, f"ag{scene.seed}-s", theirs)
+        ours, our_taints = run(session.api, second, scene, f"ag{scene.seed}-s", theirs)
         if their_taints != our_taints:
             result.cluster_differs = f"node taints: {their_taints} vs {our_taints}"
         result.verdicts = [known.classify(v) for v in compare.verdicts(theirs, ours)]
@@ -127,12 +140,17 @@ def _run_objects(
     """The run's nodes and namespaces (slot -> name), deleted on the way out."""
     nodes = [scenario.run_node(n, prefix) for n in scene.nodes]
     names: dict[str, str] = {}
+    volumes: list[dict[str, Any]] = []
     try:
         for slot, labels in scene.namespaces.items():
             names[slot] = kube.create_namespace(api, prefix=f"{prefix}-{slot[1:]}", labels=labels)
+        # Storage first: the schedulers see it before the nodes are Ready.
+        volumes = storageops.create(api, scene.volumes, prefix, names)
         kubeops.create_nodes(api, nodes, timeout=NODE_TIMEOUT)
         yield names
     finally:
+        with contextlib.suppress(Exception):
+            storageops.remove(api, volumes)
         for ns in names.values():
             with contextlib.suppress(Exception):
                 kube.delete_namespace(api, ns, timeout=60)
@@ -214,11 +232,12 @@ def run_seeds(
     session: Session,
     scenes: Sequence[scenario.Scenario],
     *,
+    self_check: bool = False,
     progress: Callable[[str], None] = print,
 ) -> list[compare.SeedResult]:
     out = []
     for scene in scenes:
-        result = run_seed(session, scene)
+        result = run_seed(session, scene, self_check=self_check)
         out.append(result)
         progress(report.seed_line(result))
     return out

@@ -1,9 +1,10 @@
 """A seed's scenario (the cluster and the workload), and its rendering for one run.
 
 The scenario names things locally: nodes ``n00``..., pods ``p00``..., namespaces
-``@ns0``...; a node referenced from a pod is ``@n03``. Each run renders it with its own
-prefix (nodes ``<prefix>-n03``) and namespaces, so the two runs of a seed use fresh
-objects that correspond one to one, and every outcome maps back to local names.
+``@ns0``...; a cluster-scoped object referenced by name is ``@n03`` (a node), ``@pv03``,
+``@sc-bound``. Each run renders it with its own prefix (``<prefix>-n03``) and namespaces,
+so the two runs of a seed use fresh objects that correspond one to one, and every
+outcome maps back to local names.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.agreement import cluster, features, workload
+from bench.agreement import cluster, features, storage, workload
 
 Manifest = dict[str, Any]
 
 DEFAULT_NODES = 10
 DEFAULT_PODS = 30
-_NODE_REF = re.compile(r"@(n\d+)")
-_NS_REF = re.compile(r"@(ns\d+)")
+_OBJECT_REF = re.compile(r"@([a-z][a-z0-9-]*)")
+_NS_REF = re.compile(r"@ns\d+")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Scenario:
     pods: tuple[Manifest, ...]
     #: Namespace slot ("@ns0", ...) -> its labels; pods name their slot.
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    volumes: storage.Storage = field(default_factory=storage.Storage)
 
     @property
     def node_names(self) -> list[str]:
@@ -50,13 +52,16 @@ def build(
     features.check(chosen)
     rng = random.Random(f"agreement-{seed}")
     node_list = cluster.nodes(rng, nodes, chosen)
+    volumes = storage.generate(rng, node_list, chosen)
     pod_list = workload.pods(rng, pods, nodes, chosen)
+    storage.attach(rng, pod_list, volumes)
     return Scenario(
         seed=seed,
         features=chosen,
         nodes=tuple(node_list),
         pods=tuple(pod_list),
         namespaces=workload.namespaces(chosen),
+        volumes=volumes,
     )
 
 
@@ -73,8 +78,8 @@ def local_node(prefix: str, name: str | None) -> str | None:
 
 
 def render(obj: Any, prefix: str, namespaces: Mapping[str, str]) -> Any:
-    """A deep copy with every ``@nXX`` made the run's node name and every ``@nsX`` the
-    run's namespace."""
+    """A deep copy with every ``@nsX`` made the run's namespace and every other ``@name``
+    the run's object ``<prefix>-name``."""
     if isinstance(obj, dict):
         return {k: render(v, prefix, namespaces) for k, v in obj.items()}
     if isinstance(obj, list):
@@ -82,7 +87,9 @@ def render(obj: Any, prefix: str, namespaces: Mapping[str, str]) -> Any:
     if isinstance(obj, str):
         if _NS_REF.fullmatch(obj):
             return namespaces[obj]
-        return _NODE_REF.sub(lambda m: node_name(prefix, m.group(1)), obj)
+        if ref := _OBJECT_REF.fullmatch(obj):
+            return node_name(prefix, ref.group(1))
+        return obj
     return copy.deepcopy(obj)
 
 
