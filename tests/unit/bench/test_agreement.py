@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from bench.agreement import __main__ as cli
 from bench.agreement import cluster, compare, features, known, report, scenario, storage
 from bench.agreement.compare import PodOutcome
 
@@ -189,6 +190,22 @@ def test_verdicts_need_the_same_pods() -> None:
             f"2 {TAINTS} {{c: d}}.",
             "taint-wording",
         ),
+        # kube filtered only the node NodeAffinity's PreFilter named (matchFields
+        # metadata.name); we filtered all three.
+        (
+            "0/3 nodes are available: 1 Insufficient cpu, "
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity]." + KUBE_TAIL,
+            "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint {a: }, "
+            "2 node(s) didn't match Pod's node affinity/selector.",
+            "postfilter-message+taint-wording+prefilter-nodes",
+        ),
+        (
+            "0/3 nodes are available: 1 Insufficient memory, "
+            "2 node(s) didn't satisfy plugin(s) [NodeAffinity].",
+            "0/3 nodes are available: 1 Insufficient cpu, "
+            "2 node(s) didn't match Pod's node affinity/selector.",
+            None,
+        ),
         # Something else differs too: not explained.
         (
             "0/3 nodes are available: 3 Insufficient memory." + KUBE_TAIL,
@@ -248,3 +265,17 @@ def test_report_counts_known_and_unexplained() -> None:
     assert doc["summary"]["agreed"] == 1 and doc["summary"]["unexplained"] == 1
     assert doc["seeds"][0]["verdicts"][1]["known"] == "postfilter-message"
     json.dumps(doc)  # plain JSON
+
+
+# -- CLI -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--features", "+nope"], ["--nodes", "60"], ["--seeds", "0"], ["--features", "csi-limits"]],
+)
+def test_cli_refuses_bad_arguments_before_starting_anything(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err.startswith("error: ")
