@@ -71,6 +71,7 @@ def summary(results: Sequence[compare.SeedResult]) -> str:
         f"agreement: {t.agreed}/{t.pods} pods ({t.percent:.1f}%) over {len(results)} seed(s); "
         f"{len(clean)} seed(s) at 100%",
         "failed checks: " + ", ".join(f"{k} {n}" for k, n in t.failed.items()),
+        _same_node(verdicts),
     ]
     for difference_id, count in sorted(t.known.items()):
         seeds = sorted({r.seed for r in results for v in r.verdicts if v.known == difference_id})
@@ -85,6 +86,14 @@ def summary(results: Sequence[compare.SeedResult]) -> str:
         if r.error:
             lines.append(f"seed {r.seed} did not complete: {r.error}")
     return "\n".join(lines)
+
+
+def _same_node(verdicts: Sequence[compare.Verdict]) -> str:
+    """Not a check: where both bound, how often on the very same node (the rest are score
+    ties broken differently, or different scores; the run was realigned after each)."""
+    both = [v for v in verdicts if v.kube.node is not None and v.ours.node is not None]
+    same = sum(v.kube.node == v.ours.node for v in both)
+    return f"same node as kube-scheduler (not a check): {same}/{len(both)} pods bound by both"
 
 
 def to_json(results: Sequence[compare.SeedResult], meta: Mapping[str, Any]) -> dict[str, Any]:
