@@ -86,7 +86,8 @@ class BinderMetrics:
         )
         self.volume_step_duration = Histogram(
             "splitsched_binder_volume_step_duration_seconds",
-            "From the first write of a volume step to every claim bound (or the failure).",
+            "A volume step before a Binding, from its first read to every claim bound (or "
+            "its failure).",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
