@@ -7,13 +7,14 @@ import asyncio
 
 import pytest
 from google.protobuf import descriptor_pb2
-from grpc_reflection.v1alpha import reflection_pb2
+from grpc_reflection.v1alpha.reflection_pb2 import ServerReflectionRequest as Request
+from grpc_reflection.v1alpha.reflection_pb2 import ServerReflectionResponse as Response
 
 from splitsched.runtime import grpcsrv, reflection
-from splitsched.v1 import scheduler_pb2_grpc
+from splitsched.v1 import scheduler_pb2
 
-Request = reflection_pb2.ServerReflectionRequest
-Response = reflection_pb2.ServerReflectionResponse
+#: Reflection reads the descriptor pool: importing the stubs is what makes the service known.
+SCHEDULER = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"].full_name
 
 
 async def ask(service: str, requests: list[Request]) -> list[Response]:
@@ -21,13 +22,8 @@ async def ask(service: str, requests: list[Request]) -> list[Response]:
     format, so v1alpha's message classes encode both)."""
     srv = await grpcsrv.serve(
         listen="127.0.0.1:0",
-        servicers=[
-            (
-                scheduler_pb2_grpc.add_SchedulerServicer_to_server,
-                scheduler_pb2_grpc.SchedulerServicer(),
-            )
-        ],
-        service_names=["splitsched.v1.Scheduler"],
+        servicers=[],
+        service_names=[SCHEDULER],
     )
     try:
         async with grpcsrv.channel(f"127.0.0.1:{srv.port}") as channel:
