@@ -37,7 +37,9 @@ def listen(state: SchedulerState) -> list[DecisionEvent]:
 
 
 def test_a_gated_pod_is_never_tried_and_nothing_is_emitted(state: SchedulerState) -> None:
+    # Were it tried, it would preempt the low-priority pod filling n1.
     state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", splitsched_pod("low", 1000, node_name="n1", priority=0))
     events = listen(state)
     state.apply_pod("ADDED", gated("g", GATE, "example.com/bar", priority=1000))
     rec = state.find("ns", "g")
