@@ -1,5 +1,5 @@
 """The parts of a pod spec scheduling reads: containers and their host ports, tolerations,
-topology spread constraints and the three affinities.
+topology spread constraints, scheduling gates and the three affinities.
 
 Called by `pods` once per pod. Kubernetes' defaulting that scheduling depends on is
 mirrored here (SetDefaults_Pod): requests default to limits per resource, with hostNetwork
@@ -150,6 +150,15 @@ def tolerations(value: object) -> tuple[models.Toleration, ...]:
 
 def spread_constraints(value: object) -> tuple[models.TopologySpreadConstraint, ...]:
     return each(value, "spec.topologySpreadConstraints", _spread_constraint) if value else ()
+
+
+def _gate_name(value: object) -> str:
+    return required_str(as_object(value, ""), "name")
+
+
+def scheduling_gates(value: object) -> tuple[str, ...]:
+    """spec.schedulingGates as their names (the API server requires a name on each)."""
+    return each(value, "spec.schedulingGates", _gate_name) if value else ()
 
 
 def affinities(value: object) -> Affinities:
