@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -83,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    # Stop cleanly (processes, temp dir) on SIGTERM, and on SIGINT even when started in the
+    # background, where the shell ignores SIGINT.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # progress shows up in a log file too
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     meta = _meta(args, chosen, argv)
@@ -90,14 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         scenario.build(seed, nodes=args.nodes, pods=args.pods, chosen=chosen)
         for seed in range(args.seed, args.seed + args.seeds)
     ]
-    with runner.Session(keep=args.keep_state) as session:
-        print(f"control plane, kube-scheduler and splitsched up ({session.workdir})", flush=True)
-        results = runner.run_seeds(
-            session,
-            scenes,
-            self_check=args.self_check,
-            progress=lambda line: print(line, flush=True),
-        )
+    try:
+        with runner.Session(keep=args.keep_state) as session:
+            print(f"control plane, kube-scheduler and splitsched up ({session.workdir})")
+            results = runner.run_seeds(
+                session,
+                scenes,
+                self_check=args.self_check,
+                progress=print,
+            )
+    except KeyboardInterrupt:
+        print("interrupted: everything started was stopped", file=sys.stderr)
+        return 130
     for result in results:
         print()
         print(report.seed_table(result, all_pods=args.all_pods))

@@ -8,7 +8,9 @@ kube-scheduler's placements after each pod; ``runner``), so per pod they must ag
   extender; splitsched's, from its Simulate API in the same state);
 * ``placement``: each scheduler's node lies in the other's feasible set (implied by equal
   feasible sets; kept apart because it is what a user sees);
-* ``message``: the FailedScheduling message of a pod that binds nowhere, word for word.
+* ``message``: the FailedScheduling message of a pod that binds nowhere, word for word;
+* ``gated``: a pod created with scheduling gates is left alone (not bound, no Event, its
+  PodScheduled condition still the API server's SchedulingGated) until they are removed.
 
 A check that does not apply (messages of a bound pod) is None. Score tie-breaks never
 matter: no check compares the chosen node itself.
@@ -20,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-CHECKS = ("binds", "feasible", "placement", "message")
+CHECKS = ("binds", "feasible", "placement", "message", "gated")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class PodOutcome:
     timed_out: bool = False
     #: After this pod the run's state was set back to the reference run's placement.
     realigned: bool = False
+    #: A gated pod: nothing touched it until its gates were removed (None: not gated).
+    gate_kept: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node}
@@ -46,6 +50,8 @@ class PodOutcome:
         for key in ("reporter", "timed_out", "realigned"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.gate_kept is not None:
+            out["gate_kept"] = self.gate_kept
         return out
 
 
@@ -68,7 +74,7 @@ class Verdict:
 
 
 def checks(kube: PodOutcome, ours: PodOutcome) -> dict[str, bool | None]:
-    """The four checks of the module docstring for one pod."""
+    """The checks of the module docstring for one pod."""
     if kube.timed_out or ours.timed_out:
         return dict.fromkeys(CHECKS, False)
     kube_set, our_set = kube.feasible, ours.feasible
@@ -87,6 +93,8 @@ def checks(kube: PodOutcome, ours: PodOutcome) -> dict[str, bool | None]:
         out["message"] = kube.message == ours.message
     else:
         out["message"] = None
+    gated = (kube.gate_kept, ours.gate_kept)
+    out["gated"] = None if gated == (None, None) else gated == (True, True)
     return out
 
 

@@ -26,6 +26,7 @@ FEATURES: dict[str, str] = {
     "spread": "topology spread: DoNotSchedule/ScheduleAnyway, maxSkew, minDomains, "
     "matchLabelKeys, nodes without the topology label",
     "spread-policies": "topology spread's nodeAffinityPolicy and nodeTaintsPolicy",
+    "gates": "pods created with scheduling gates, which must stay untouched until removed",
     "images": "node status.images and container images (ImageLocality: scores only)",
     "namespaces": "labelled namespaces; affinity terms with a namespaceSelector",
     "storage": "StorageClasses, static PVs and PVCs (needs the storage plugins, the "
@@ -50,6 +51,7 @@ DEFAULT_FEATURES: frozenset[str] = frozenset(
         "spread",
         "spread-policies",
         "images",
+        "gates",
     }
 )
 

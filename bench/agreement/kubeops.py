@@ -88,6 +88,37 @@ def pinned(manifest: Manifest, node: str, *, suffix: str = "-pin") -> Manifest:
     return out
 
 
+def ungated(manifest: Manifest) -> Manifest:
+    """The pod without scheduling gates (the manifest itself if it has none)."""
+    if not manifest["spec"].get("schedulingGates"):
+        return manifest
+    out = copy.deepcopy(manifest)
+    del out["spec"]["schedulingGates"]
+    return out
+
+
+def hold_gated(
+    api: client.ApiClient, namespace: str, name: str, uid: str, *, seconds: float
+) -> bool:
+    """Watch a gated pod for ``seconds``, then remove its gates. True if nothing touched it
+    meanwhile: not bound, no FailedScheduling Event, PodScheduled still the API server's
+    False/SchedulingGated."""
+    core = client.CoreV1Api(api)
+    deadline = time.monotonic() + seconds
+    kept = True
+    while kept and time.monotonic() < deadline:
+        time.sleep(POLL)
+        pod = core.read_namespaced_pod(name, namespace)
+        reasons = [c.reason for c in pod.status.conditions or [] if c.type == "PodScheduled"]
+        kept = (
+            not pod.spec.node_name
+            and reasons == ["SchedulingGated"]
+            and failed_scheduling(api, namespace, uid) is None
+        )
+    core.patch_namespaced_pod(name, namespace, {"spec": {"schedulingGates": None}})
+    return kept
+
+
 def delete_pod(api: client.ApiClient, namespace: str, name: str, *, timeout: float = 30) -> None:
     """Delete at once (grace 0) and wait until the API no longer has it."""
     core = client.CoreV1Api(api)

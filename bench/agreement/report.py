@@ -15,7 +15,8 @@ def _where(outcome: compare.PodOutcome) -> str:
         return "no outcome (timed out)"
     count = "?" if outcome.feasible is None else str(len(outcome.feasible))
     where = outcome.node if outcome.node is not None else "pending"
-    return f"{where} [{count} feasible]"
+    gated = {None: "", True: ", gated", False: ", gate NOT kept"}[outcome.gate_kept]
+    return f"{where} [{count} feasible{gated}]"
 
 
 def seed_line(result: compare.SeedResult) -> str:
@@ -93,7 +94,11 @@ def _same_node(verdicts: Sequence[compare.Verdict]) -> str:
     ties broken differently, or different scores; the run was realigned after each)."""
     both = [v for v in verdicts if v.kube.node is not None and v.ours.node is not None]
     same = sum(v.kube.node == v.ours.node for v in both)
-    return f"same node as kube-scheduler (not a check): {same}/{len(both)} pods bound by both"
+    gated = sum(v.checks.get("gated") is not None for v in verdicts)
+    return (
+        f"same node as kube-scheduler (not a check): {same}/{len(both)} pods bound by both; "
+        f"{gated} pod(s) created gated"
+    )
 
 
 def to_json(results: Sequence[compare.SeedResult], meta: Mapping[str, Any]) -> dict[str, Any]:

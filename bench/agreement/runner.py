@@ -47,6 +47,8 @@ from splitsched.testing import controlplane, kube
 log = logging.getLogger("bench.agreement")
 
 OUTCOME_TIMEOUT = 30.0
+#: How long a gated pod must stay untouched before its gates are removed.
+GATE_HOLD = 1.0
 NODE_TIMEOUT = 60.0
 Key = tuple[str, str]
 
@@ -196,25 +198,20 @@ def _try_pod(
     """Create one pod, observe its outcome, and leave the state as the reference run left
     it (``target``: the reference's node, local name) when ``realign``."""
     ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-    before = side.feasible_before(pod)
+    # Simulate the pod as it is once its gates are gone: what the scheduler then tries.
+    before = side.feasible_before(kubeops.ungated(pod))
     uid = kubeops.create_pod(api, pod)
+    gate_kept = None
+    if pod["spec"].get("schedulingGates"):
+        gate_kept = kubeops.hold_gated(api, ns, name, uid, seconds=GATE_HOLD)
     seen = kubeops.wait_outcome(api, ns, name, uid, timeout=OUTCOME_TIMEOUT)
     feasible = before if before is not None else side.feasible_after(ns, name)
     if feasible is None and seen.node is None and not seen.timed_out:
         feasible = frozenset()  # kube-scheduler calls no extender when no node passes
     node = scenario.local_node(prefix, seen.node)
-    if not realign:
-        target = node
-    if seen.node is not None and node == target:
-        placed[(ns, name)] = seen.node
-        realigned = False
-    else:
-        kubeops.delete_pod(api, ns, name)
-        realigned = realign and node != target
-        if target is not None:
-            copy = kubeops.pinned(pod, scenario.node_name(prefix, target))
-            kubeops.create_pod(api, copy)
-            placed[(ns, copy["metadata"]["name"])] = copy["spec"]["nodeName"]
+    realigned = _leave_as_reference(
+        api, pod, prefix, placed, seen.node, target if realign else node
+    )
     return compare.PodOutcome(
         pod=name,
         node=node,
@@ -224,8 +221,32 @@ def _try_pod(
         else None,
         reporter=seen.reporter,
         timed_out=seen.timed_out,
-        realigned=realigned,
+        realigned=realign and realigned,
+        gate_kept=gate_kept,
     )
+
+
+def _leave_as_reference(
+    api: client.ApiClient,
+    pod: dict[str, Any],
+    prefix: str,
+    placed: dict[Key, str],
+    bound_to: str | None,
+    target: str | None,
+) -> bool:
+    """Keep the pod where it is if that is ``target`` (local name; None: pending), else
+    delete it and, for a target node, put a pinned copy there. True if anything moved."""
+    ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    node = scenario.local_node(prefix, bound_to)
+    if bound_to is not None and node == target:
+        placed[(ns, name)] = bound_to
+        return False
+    kubeops.delete_pod(api, ns, name)
+    if target is not None:
+        copy = kubeops.pinned(kubeops.ungated(pod), scenario.node_name(prefix, target))
+        kubeops.create_pod(api, copy)
+        placed[(ns, copy["metadata"]["name"])] = copy["spec"]["nodeName"]
+    return node != target
 
 
 def run_seeds(

@@ -52,9 +52,13 @@ def build(
     features.check(chosen)
     rng = random.Random(f"agreement-{seed}")
     node_list = cluster.nodes(rng, nodes, chosen)
-    volumes = storage.generate(rng, node_list, chosen)
     pod_list = workload.pods(rng, pods, nodes, chosen)
-    storage.attach(rng, pod_list, volumes)
+    # Features added later draw from their own streams: switching one on leaves the rest
+    # of the scenario as it was.
+    storage_rng = random.Random(f"agreement-{seed}-storage")
+    volumes = storage.generate(storage_rng, node_list, chosen)
+    storage.attach(storage_rng, pod_list, volumes)
+    workload.gate(random.Random(f"agreement-{seed}-gates"), pod_list, chosen)
     return Scenario(
         seed=seed,
         features=chosen,

@@ -11,7 +11,7 @@ terms and spread constraints find the pods placed before them.
 from __future__ import annotations
 
 import random
-from collections.abc import Set
+from collections.abc import Sequence, Set
 from typing import Any
 
 from bench.agreement import cluster
@@ -91,6 +91,16 @@ def _pod(rng: random.Random, index: int, node_count: int, features: Set[str]) ->
         "metadata": {"name": local_name(index), "namespace": slot, "labels": labels},
         "spec": spec,
     }
+
+
+def gate(rng: random.Random, pods: Sequence[Manifest], features: Set[str]) -> None:
+    """With ``gates``: one pod in ten is created with a scheduling gate (its own random
+    stream, so the rest of the scenario is the same with or without)."""
+    if "gates" not in features:
+        return
+    for pod in pods:
+        if rng.random() < 0.1:
+            pod["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
 
 
 def _requests(rng: random.Random, features: Set[str], *, big: float) -> dict[str, str]:

@@ -5,10 +5,11 @@ extender) and splitsched's three services, and runs each seed's random cluster a
 workload through both, one pod at a time with the state held equal. Here, for seeds 1
 and 2 at the default sizes and features: every pod binds or not as it does under
 kube-scheduler, with the same feasible set, so each placement lies in the other
-scheduler's feasible set; and every FailedScheduling message is kube-scheduler's word for
-word, or differs only by a documented difference (``bench/agreement/known.py``: seeds 1
-and 2 show both). And kube-scheduler agrees with itself on seed 1 (``--self-check``), so
-what differs is not the harness's timing.
+scheduler's feasible set; gated pods stay untouched by both until their gate goes; and
+every FailedScheduling message is kube-scheduler's word for word, or differs only by a
+documented difference (``bench/agreement/known.py``: seeds 1 and 2 show two of them).
+And kube-scheduler agrees with itself on seed 1 (``--self-check``), so what differs is not
+the harness's timing.
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ def test_splitsched_agrees_with_kube_scheduler(session: runner.Session) -> None:
     verdicts = [v for r in results for v in r.verdicts]
     assert all(r.error is None and r.cluster_differs is None for r in results)
     assert len(verdicts) == len(SEEDS) * scenario.DEFAULT_PODS
-    for check in ("binds", "feasible", "placement"):
+    for check in ("binds", "feasible", "placement", "gated"):
         assert not [v.pod for v in verdicts if v.checks[check] is False], check
-    # Both bound and pending pods are compared.
+    # Bound, pending and gated pods are all compared (seed 1 has 4 gated pods).
     assert any(v.kube.node for v in verdicts) and any(v.kube.node is None for v in verdicts)
+    assert sum(v.checks["gated"] is True for v in verdicts) >= 4
     unexplained = [v for v in verdicts if not v.agrees and not v.known]
     assert not unexplained, report.summary(results)
     found = {part for v in verdicts if v.known for part in v.known.split("+")}

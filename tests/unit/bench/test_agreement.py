@@ -56,16 +56,33 @@ def test_a_seed_makes_one_scenario() -> None:
 def test_features_off_generate_nothing_of_theirs() -> None:
     plain = scenario.build(3, pods=80, chosen=frozenset({"resources"}))
     specs = json.dumps([p["spec"] for p in plain.pods])
-    for field in ("affinity", "tolerations", "topologySpreadConstraints", "hostPort", "volumes"):
+    absent = ("affinity", "tolerations", "topologySpreadConstraints", "hostPort", "volumes")
+    for field in (*absent, "schedulingGates"):
         assert field not in specs
     assert not any(n["spec"].get("taints") for n in plain.nodes)
     assert plain.namespaces == {"@ns0": {}} and plain.volumes == storage.Storage()
 
 
-def test_storage_does_not_change_the_rest_of_the_cluster() -> None:
+def _without(pods: tuple[dict[str, Any], ...], *fields: str) -> list[dict[str, Any]]:
+    out = json.loads(json.dumps(pods))
+    for pod in out:
+        for field in fields:
+            pod["spec"].pop(field, None)
+        pod["metadata"]["namespace"] = "@ns0"
+    return list(out)
+
+
+def test_later_features_leave_the_rest_of_the_scenario_as_it_was() -> None:
+    """Storage and gates draw from their own random streams: a seed's documented results
+    stay valid when they are switched on."""
     base = scenario.build(5)
+    ungated = scenario.build(5, chosen=features.parse("-gates"))
+    assert ungated.nodes == base.nodes
+    assert _without(ungated.pods) == _without(base.pods, "schedulingGates")
+    assert any("schedulingGates" in p["spec"] for p in base.pods)
     with_storage = scenario.build(5, chosen=features.parse("+storage,+csi-limits"))
     assert with_storage.nodes == base.nodes
+    assert _without(with_storage.pods, "volumes") == _without(base.pods)
     assert with_storage.volumes.claims and with_storage.volumes.objects
     kinds = Counter(o["kind"] for o in with_storage.volumes.objects)
     assert kinds["CSINode"] == len(base.nodes) and kinds["StorageClass"] == 2
@@ -159,6 +176,18 @@ def test_checks(kube: PodOutcome, ours: PodOutcome, failed: list[str]) -> None:
     verdict = compare.verdicts([kube], [ours])[0]
     assert verdict.failed == failed
     assert verdict.agrees == (not failed)
+
+
+@pytest.mark.parametrize(
+    ("kube_kept", "our_kept", "verdict"),
+    [(None, None, None), (True, True, True), (True, False, False), (False, True, False)],
+)
+def test_gated_pods_must_be_left_alone_by_both(
+    kube_kept: bool | None, our_kept: bool | None, verdict: bool | None
+) -> None:
+    kube = PodOutcome("p00", "n1", feasible=frozenset({"n1"}), gate_kept=kube_kept)
+    ours = PodOutcome("p00", "n1", feasible=frozenset({"n1"}), gate_kept=our_kept)
+    assert compare.checks(kube, ours)["gated"] is verdict
 
 
 def test_verdicts_need_the_same_pods() -> None:
