@@ -74,10 +74,7 @@ def summary(results: Sequence[compare.SeedResult]) -> str:
         "failed checks: " + ", ".join(f"{k} {n}" for k, n in t.failed.items()),
         _same_node(verdicts),
     ]
-    for difference_id, count in sorted(t.known.items()):
-        seeds = sorted({r.seed for r in results for v in r.verdicts if v.known == difference_id})
-        lines.append(f"known difference {difference_id}: {count} pod(s), seeds {seeds}")
-        lines += [f"  {line}" for line in known.describe(difference_id)]
+    lines += _known_lines(results)
     if t.unexplained:
         seeds = sorted(
             {r.seed for r in results for v in r.verdicts if not v.agrees and not v.known}
@@ -87,6 +84,28 @@ def summary(results: Sequence[compare.SeedResult]) -> str:
         if r.error:
             lines.append(f"seed {r.seed} did not complete: {r.error}")
     return "\n".join(lines)
+
+
+def _known_lines(results: Sequence[compare.SeedResult]) -> list[str]:
+    """Each known difference once: the pods that show it (a pod may show several), its
+    seeds, what it is."""
+    pods: dict[str, int] = {}
+    seeds: dict[str, set[int]] = {}
+    for r in results:
+        for v in r.verdicts:
+            for part in (v.known or "").split("+") if v.known else ():
+                pods[part] = pods.get(part, 0) + 1
+                seeds.setdefault(part, set()).add(r.seed)
+    out = []
+    for difference_id in sorted(pods):
+        listed = sorted(seeds[difference_id])
+        shown = ", ".join(map(str, listed[:20])) + (", ..." if len(listed) > 20 else "")
+        out.append(
+            f"known difference {difference_id}: {pods[difference_id]} pod(s) in "
+            f"{len(listed)} seed(s) [{shown}]"
+        )
+        out += [f"  {line.partition(': ')[2]}" for line in known.describe(difference_id)]
+    return out
 
 
 def _same_node(verdicts: Sequence[compare.Verdict]) -> str:

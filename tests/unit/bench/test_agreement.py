@@ -286,7 +286,7 @@ def test_report_counts_known_and_unexplained() -> None:
     ]
     text = report.summary(results)
     assert "agreement: 1/3 pods (33.3%) over 3 seed(s)" in text
-    assert "known difference postfilter-message: 1 pod(s), seeds [1]" in text
+    assert "known difference postfilter-message: 1 pod(s) in 1 seed(s) [1]" in text
     assert "UNEXPLAINED: 1 pod(s), seeds [2]" in text
     assert "seed 3 did not complete: API error 422: no" in text
     assert "n2 [1 feasible]" in report.seed_table(results[1])
