@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import io
-import json
 import logging
 import os
 import signal
@@ -119,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.output or RESULTS / f"agreement-{stamp}"
         path = path.with_suffix(".json")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report.to_json(results, meta), indent=1) + "\n")
+        path.write_text(report.dumps(report.to_json(results, meta)))
         print(f"wrote {path}")
     agreed = all(not r.error and r.tally.agreed == r.tally.pods for r in results)
     return 0 if agreed else 1

@@ -293,7 +293,10 @@ def test_report_counts_known_and_unexplained() -> None:
     doc = report.to_json(results, {"command": "x"})
     assert doc["summary"]["agreed"] == 1 and doc["summary"]["unexplained"] == 1
     assert doc["seeds"][0]["verdicts"][1]["known"] == "postfilter-message"
-    json.dumps(doc)  # plain JSON
+    assert doc["seeds"][1]["verdicts"][0]["failed"] == ["feasible", "placement"]
+    text = report.dumps(doc)
+    assert json.loads(text) == json.loads(json.dumps(doc))
+    assert '{"pod":"p00","agrees":false,"failed":["feasible","placement"]' in text
 
 
 # -- CLI -----------------------------------------------------------------------------------
