@@ -340,6 +340,9 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
     _tolerations_into(pod.tolerations, msg)
     _spread_constraints_into(pod.topology_spread_constraints, msg)
     _pod_lifecycle_into(pod, msg, deletion_timestamp=deletion_timestamp)
+    for v in pod.volumes:
+        msg.volumes.add(name=v.name, claim_name=v.claim_name, ephemeral=v.ephemeral,
+                        read_only=v.read_only)  # fmt: skip
     return msg
 
 
@@ -410,6 +413,7 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
     init_containers = msg.init_containers
     tolerations = msg.tolerations
     spread = msg.topology_spread_constraints
+    volumes = msg.volumes
     has = msg.HasField
     created = msg.creation_timestamp
     owner: models.OwnerRef | None = None
@@ -448,6 +452,11 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         if has("creation_timestamp")
         else 0.0,
         invalid_reason=msg.invalid_reason,
+        volumes=tuple(
+            models.PodVolume(v.name, v.claim_name, v.ephemeral, v.read_only) for v in volumes
+        )
+        if volumes
+        else (),
     )
 
 

@@ -43,8 +43,18 @@ DELETED = watcher_pb2.ClusterEvent.DELETED
 NODE = "node"
 POD = "pod"
 PDB = "pdb"
+PVC = "pvc"
+PV = "pv"
+STORAGE_CLASS = "storage_class"
+CSI_NODE = "csi_node"
 
-ObjectMsg = types_pb2.Node | types_pb2.Pod | types_pb2.PodDisruptionBudget
+StorageMsg = (
+    types_pb2.PersistentVolumeClaim
+    | types_pb2.PersistentVolume
+    | types_pb2.StorageClass
+    | types_pb2.CSINode
+)
+ObjectMsg = types_pb2.Node | types_pb2.Pod | types_pb2.PodDisruptionBudget | StorageMsg
 
 
 def _varint(n: int) -> bytes:
@@ -70,6 +80,10 @@ _OBJECT_TAGS = {
     types_pb2.Node: b"\x1a",
     types_pb2.Pod: b"\x22",
     types_pb2.PodDisruptionBudget: b"\x2a",
+    types_pb2.PersistentVolumeClaim: b"\x52",  # field 10
+    types_pb2.PersistentVolume: b"\x5a",  # 11
+    types_pb2.StorageClass: b"\x62",  # 12
+    types_pb2.CSINode: b"\x6a",  # 13
 }
 
 
@@ -80,8 +94,8 @@ def _length_delimited(tag: bytes, data: bytes) -> bytes:
 def encode_body(
     obj: ObjectMsg, *, observed_at: float, trace_context: Mapping[str, str] | None = None
 ) -> bytes:
-    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5 (the
-    object), 6 (resource_version), 7 (observed_at) and 8 (trace_context, the watcher span
+    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5 or 10-13
+    (the object), 6 (resource_version), 7 (observed_at) and 8 (trace_context, the watcher span
     that observed a pending pod), encoded by hand so the object is serialised once and
     never copied into an event message."""
     seconds = int(observed_at)

@@ -14,6 +14,7 @@ I/O, randomness from an injected RNG.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from splitsched.core import framework, models, nominated_rooms, whatif
+from splitsched.core import framework, models, nominated_rooms, storage, whatif
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominated_rooms import NOMINATED_PODS
@@ -109,7 +110,10 @@ class FrameworkAlgorithm:
             if status.code is framework.Code.SKIP:
                 state.skip_filter.add(p.name)
             elif not status.ok:
-                return self._reject_all(p.name, status.reasons or (f"rejected by {p.name}",))
+                reasons = status.reasons or (f"rejected by {p.name}",)
+                # kube-scheduler's FitError names a PreFilter rejection once, not per node.
+                summary = f"0/{self.table.n} nodes are available: {', '.join(reasons)}."
+                return dataclasses.replace(self._reject_all(p.name, reasons), summary=summary)
         return None
 
     def _filter(
@@ -455,6 +459,12 @@ class FrameworkAlgorithm:
             for plugin in reversed(reservation.plugins):
                 plugin.unreserve(reservation.state, reservation.pod, reservation.node)
         return self.cache.forget(uid)
+
+    def prebind_volumes(self, uid: str) -> tuple[storage.VolumeBinding, ...]:
+        """The volume writes the binder makes before binding the assumed pod, as its
+        Reserve plugins left them (`framework.PREBIND_VOLUMES`)."""
+        held = self._reservations.get(uid)
+        return (held.state.read(framework.PREBIND_VOLUMES) or ()) if held else ()
 
     def confirm(self, uid: str) -> None:
         """The pod is bound (a binder's report or the watch): its reservation stands for

@@ -93,9 +93,23 @@ class ClusterEvent(enum.Enum):
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     # A pending pod joined a pod group (gang): waiting members may now reach minMember.
     POD_GROUP_MEMBER_ADD = "PodGroupMemberAdd"
+    # Storage (the volume plugins).
+    PVC_ADD = "PersistentVolumeClaimAdd"
+    PVC_UPDATE = "PersistentVolumeClaimUpdate"
+    PV_ADD = "PersistentVolumeAdd"
+    PV_UPDATE = "PersistentVolumeUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
 
 
 ALL_EVENTS = frozenset(ClusterEvent)
+
+#: The CycleState key under which Reserve plugins leave the volume writes (a tuple of
+#: `storage.VolumeBinding`) the binder makes before the pod's Binding: kube-scheduler's
+#: VolumeBinding PreBind, carried by the decision (`FrameworkAlgorithm.prebind_volumes`).
+PREBIND_VOLUMES = "PreBindVolumes"
 
 
 class Plugin(Protocol):

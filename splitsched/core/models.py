@@ -195,6 +195,18 @@ class Container:
 
 
 @dataclass(frozen=True, slots=True)
+class PodVolume:
+    """A pod volume that reaches a PersistentVolumeClaim in the pod's namespace: a
+    `persistentVolumeClaim` volume, or an `ephemeral` one, whose claim Kubernetes creates
+    as "<pod name>-<volume name>". The only volumes scheduling reads."""
+
+    name: str
+    claim_name: str
+    ephemeral: bool = False
+    read_only: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerRef:
     kind: str
     name: str
@@ -243,6 +255,7 @@ class Pod:
     resource_version: str = ""
     creation_timestamp: float = 0.0
     invalid_reason: str = ""
+    volumes: tuple[PodVolume, ...] = ()
     _requests_cache: dict[str, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )

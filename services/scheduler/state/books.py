@@ -176,6 +176,7 @@ class StateBooks:
             created=now,
             victims=victims,
             adopted=adopted,
+            volume_bindings=() if adopted else self.algo.prebind_volumes(pod.uid),
         )
         self.decisions[decision.decision_id] = decision
         self.decision_of_pod[pod.uid] = decision.decision_id

@@ -38,6 +38,7 @@ from splitsched.core.convert.podspec import (
     pod_requests,
     spread_constraints,
     tolerations,
+    volumes,
 )
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -145,6 +146,7 @@ def read_pod(obj: object) -> models.Pod:
         creation_timestamp=as_timestamp(
             meta.get("creationTimestamp"), "metadata.creationTimestamp"
         ),
+        volumes=volumes(spec.get("volumes"), name),
     )
 
 

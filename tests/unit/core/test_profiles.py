@@ -35,6 +35,10 @@ def test_default_profile_is_kube_schedulers_plugin_order_and_weights() -> None:
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "VolumeRestrictions",
+        "NodeVolumeLimits",
+        "VolumeBinding",
+        "VolumeZone",
         "PodTopologySpread",
         "InterPodAffinity",
     ]
@@ -47,7 +51,7 @@ def test_default_profile_is_kube_schedulers_plugin_order_and_weights() -> None:
         ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
     ]
-    assert got["reserve"] == [] and got["permit"] == []
+    assert got["reserve"] == ["VolumeBinding"] and got["permit"] == []
 
 
 def test_disable_all_then_enable_some() -> None:
