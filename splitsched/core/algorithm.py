@@ -400,15 +400,17 @@ class FrameworkAlgorithm:
         self.cache.assume(pod, node)
         if profile is None:
             return framework.Status.success()
-        if profile.reserve:
-            reservation = _Reservation(state, pod, node)
-            self._reservations[pod.uid] = reservation
-            for plugin in profile.reserve:
-                status = plugin.reserve(state, pod, node)
-                if not status.ok:
-                    self.forget(pod.uid)
-                    return status
-                reservation.plugins.append(plugin)
+        for plugin in profile.reserve:
+            status = plugin.reserve(state, pod, node)
+            if status.code is framework.Code.SKIP:
+                continue  # nothing reserved: nothing to keep for Unreserve
+            if not status.ok:
+                self.forget(pod.uid)
+                return status
+            held = self._reservations.get(pod.uid)
+            if held is None:
+                held = self._reservations[pod.uid] = _Reservation(state, pod, node)
+            held.plugins.append(plugin)
         for permit in profile.permit:
             status = permit.permit(state, pod, node)
             if not status.ok:

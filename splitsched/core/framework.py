@@ -202,7 +202,10 @@ class ScorePlugin(Protocol):
 class ReservePlugin(Protocol):
     name: ClassVar[str]
 
-    def reserve(self, state: CycleState, pod: models.Pod, node: str) -> Status: ...
+    def reserve(self, state: CycleState, pod: models.Pod, node: str) -> Status:
+        """SUCCESS (reserved: Unreserve undoes it), SKIP (nothing to reserve for this pod,
+        so nothing is kept for it) or a rejection."""
+        ...
 
     def unreserve(self, state: CycleState, pod: models.Pod, node: str) -> None: ...
 

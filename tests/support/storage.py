@@ -37,6 +37,7 @@ def claim(
     **fields: Any,
 ) -> storage.PersistentVolumeClaim:
     """A claim; `bound` makes it Bound to `volume` (which must then be given)."""
+    fields.setdefault("phase", storage.CLAIM_BOUND if bound else "Pending")
     return storage.PersistentVolumeClaim(
         namespace=namespace,
         name=name,
@@ -47,7 +48,6 @@ def claim(
         access_modes=tuple(modes),
         request_bytes=size,
         volume_name=volume,
-        phase=storage.CLAIM_BOUND if bound else "Pending",
         **fields,
     )
 
@@ -71,6 +71,9 @@ def volume(
     """A volume, Available unless `claim_ref` (then Bound); `node` or `zone` pins it with a
     required node affinity on the hostname or zone label."""
     affinity = fields.pop("node_affinity", None)
+    fields.setdefault(
+        "phase", storage.CLAIM_BOUND if claim_ref is not None else storage.VOLUME_AVAILABLE
+    )
     if node:
         affinity = (node_term(HOSTNAME, node),)
     elif zone:
@@ -84,7 +87,6 @@ def volume(
         capacity_bytes=size,
         node_affinity=affinity,
         claim_ref=claim_ref,
-        phase=storage.CLAIM_BOUND if claim_ref is not None else storage.VOLUME_AVAILABLE,
         **fields,
     )
 

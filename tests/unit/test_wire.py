@@ -153,6 +153,9 @@ pods = st.builds(
     resource_version=st.integers(min_value=0, max_value=10**12).map(str),
     creation_timestamp=timestamps,
     invalid_reason=text,
+    volumes=st.lists(
+        st.builds(models.PodVolume, names, names, st.booleans(), st.booleans()), max_size=2
+    ).map(tuple),
 )
 nodes = st.builds(
     models.Node,

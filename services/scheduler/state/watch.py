@@ -154,7 +154,7 @@ class WatchEvents(SchedulingCycle):
             self.algo.forget(pod.uid)  # an assumption never bound: Unreserve too
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
-            self.decisions.pop(decision_id, None)
+            self._volumes_released(self.decisions.pop(decision_id, None))
         self._unnominate(pod.uid)
         self._drop_record(pod.uid)
         for preemption_id in done:  # after the last victim's room is free in the view

@@ -120,7 +120,7 @@ class VolumeBinding(basics.NoArgs):
         when every claim is bound."""
         held = state.read(_CLAIMS) if pod.volumes else None
         if not isinstance(held, _Claims) or not held.claims.delayed:
-            return framework.Status.success()
+            return framework.Status.skip()
         table = held.table
         row = table.row_of.get(node)
         found = self._found(state, pod, table)
