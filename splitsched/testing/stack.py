@@ -47,6 +47,16 @@ WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
         "resources": ["poddisruptionbudgets"],
         "verbs": ["get", "list", "watch"],
     },
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims", "persistentvolumes"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["storage.k8s.io"],
+        "resources": ["storageclasses", "csinodes"],
+        "verbs": ["get", "list", "watch"],
+    },
 )
 BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},

@@ -46,6 +46,10 @@ WATCHER_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
      "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
+     "verbs": ["get", "list", "watch"]},
 ]  # fmt: skip
 LISTEN_LINE = re.compile(r"splitsched-watcher listening grpc=\S+:(\d+) http=\S+:(\d+)")
 
