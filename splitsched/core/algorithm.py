@@ -85,7 +85,9 @@ class FrameworkAlgorithm:
 
     # ---- the cycle ---------------------------------------------------------------------
     def profile_for(self, pod: models.Pod) -> framework.Profile | None:
-        return self.profiles.get(pod.scheduler_name)
+        """The pod's profile; for a pod without volumes, less the volume plugins."""
+        profile = self.profiles.get(pod.scheduler_name)
+        return profile if profile is None or pod.volumes else profile.without_volume_plugins()
 
     def _reject_all(self, plugin: str, reasons: Sequence[str]) -> WaitInfo:
         n = self.table.n

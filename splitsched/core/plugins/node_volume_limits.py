@@ -38,6 +38,7 @@ Attached = dict[str, str]
 class NodeVolumeLimits(basics.NoArgs):
     name: ClassVar[str] = "NodeVolumeLimits"
     resolvable_by_preemption: ClassVar[bool] = True
+    volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
             framework.ClusterEvent.CSI_NODE_ADD,

@@ -64,6 +64,7 @@ class _Assumed:
 class VolumeBinding(basics.NoArgs):
     name: ClassVar[str] = "VolumeBinding"
     resolvable_by_preemption: ClassVar[bool] = False
+    volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
             framework.ClusterEvent.NODE_ADD,

@@ -42,6 +42,7 @@ class VolumeRestrictions(basics.OneReason):
     name: ClassVar[str] = "VolumeRestrictions"
     reason: ClassVar[str] = REASON
     resolvable_by_preemption: ClassVar[bool] = True
+    volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
             framework.ClusterEvent.ASSIGNED_POD_DELETE,

@@ -45,6 +45,7 @@ class VolumeZone(basics.OneReason):
     name: ClassVar[str] = "VolumeZone"
     reason: ClassVar[str] = REASON
     resolvable_by_preemption: ClassVar[bool] = False
+    volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
             framework.ClusterEvent.NODE_ADD,
