@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from splitsched.core import framework
 from splitsched.core.plugins.volume_restrictions import REASON, VolumeRestrictions
-from tests.support.builders import bools, fresh_state
-from tests.support.storage import RWOP, claim, claim_pod, host, storage_table
+from splitsched.core.storage import ClaimRef
+from tests.support.builders import algorithm_over, bools, fresh_state
+from tests.support.storage import RWOP, claim, claim_pod, host, storage_table, volume
 
 NODES = [host("a"), host("b")]
 
@@ -53,3 +54,16 @@ def test_ephemeral_volumes_and_pods_without_volumes_are_skipped() -> None:
     table = storage_table(NODES)
     for p in (claim_pod("p"), claim_pod("q", ephemeral=["scratch"])):
         assert VolumeRestrictions().pre_filter(fresh_state(), p, table).code is framework.Code.SKIP
+
+
+def test_preemption_may_evict_the_pod_using_the_claim() -> None:
+    """Unschedulable, not unresolvable: as in kube-scheduler, a higher-priority pod may
+    preempt the claim's user (and only on the user's node does that help)."""
+    user = claim_pod("low", "solo", node="a", scheduler_name="splitsched", priority=1)
+    algo = algorithm_over([host("a", cpu=4000), host("b", cpu=4000)], [user])
+    c = claim("solo", modes=[RWOP], volume="pv", bound=True)
+    algo.table.storage.set(c)
+    algo.table.storage.set(volume("pv", modes=[RWOP], claim_ref=ClaimRef("default", "solo", c.uid)))
+    result = algo.schedule(claim_pod("high", "solo", scheduler_name="splitsched", priority=10))
+    assert result.preempt is not None
+    assert (result.preempt.node, [v.name for v in result.preempt.victims]) == ("a", ["low"])
