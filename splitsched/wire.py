@@ -32,6 +32,7 @@ from splitsched.core import models
 from splitsched.v1 import types_pb2
 
 __all__ = [
+    "namespace_from_proto",
     "node_from_proto",
     "node_to_proto",
     "pdb_from_proto",
@@ -160,6 +161,8 @@ def _container_into(c: models.Container, out: types_pb2.Container) -> None:
         out.host_ports.add(port=hp.port, protocol=hp.protocol, host_ip=hp.host_ip)
     if c.restart_policy:
         out.restart_policy = c.restart_policy
+    if c.image:
+        out.image = c.image
 
 
 # ---- selectors and affinity: decode -----------------------------------------------------
@@ -239,6 +242,7 @@ def _container(msg: types_pb2.Container) -> models.Container:
         if ports
         else (),
         restart_policy=msg.restart_policy,
+        image=msg.image,
     )
 
 
@@ -287,6 +291,8 @@ def node_to_proto(node: models.Node) -> types_pb2.Node:
         msg.taints.add(key=t.key, value=t.value, effect=t.effect)
     if node.allocatable:
         msg.allocatable.update(node.allocatable)
+    for image in node.images:
+        msg.images.add(names=image.names, size_bytes=image.size_bytes)
     return msg
 
 
@@ -303,6 +309,7 @@ def node_from_proto(msg: types_pb2.Node) -> models.Node:
         ready=msg.ready,
         resource_version=msg.resource_version,
         uid=msg.uid,
+        images=tuple(models.ContainerImage(tuple(i.names), i.size_bytes) for i in msg.images),
     )
 
 
@@ -325,6 +332,7 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
         preemption_policy=pod.preemption_policy,
         phase=pod.phase,
         invalid_reason=pod.invalid_reason,
+        image_volumes=pod.image_volumes,
     )
     _pod_maps_into(pod, msg)
     for c in pod.containers:
@@ -448,6 +456,7 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         if has("creation_timestamp")
         else 0.0,
         invalid_reason=msg.invalid_reason,
+        image_volumes=tuple(msg.image_volumes),
     )
 
 
@@ -473,3 +482,8 @@ def pdb_from_proto(msg: types_pb2.PodDisruptionBudget) -> models.PodDisruptionBu
         selector=_label_selector(msg.selector) if msg.HasField("selector") else None,
         disruptions_allowed=msg.disruptions_allowed,
     )
+
+
+def namespace_from_proto(msg: types_pb2.Namespace) -> models.Namespace:
+    """The model of a streamed Namespace (the watcher builds the message from API JSON)."""
+    return models.Namespace(name=msg.name, labels=_map(msg.labels))

@@ -4,8 +4,8 @@
 resumes from the last applied sequence after a broken stream (with backoff), and wakes
 the scheduling loop after every batch. `WatchIngest.apply` is the part without I/O: one
 `ClusterEvent` decoded through `splitsched.wire` and applied to the `SchedulerState`
-(snapshot begin and SYNCED markers, nodes, pods, PodDisruptionBudgets), plus the trace
-steps a pod event closes when tracing is on. Created by `services.scheduler.main`.
+(snapshot begin and SYNCED markers, nodes, pods, PodDisruptionBudgets, namespaces), plus
+the trace steps a pod event closes when tracing is on. Created by `services.scheduler.main`.
 """
 
 from __future__ import annotations
@@ -128,6 +128,8 @@ class WatchIngest:
                 self._trace_pod(self.traces, kind, pod, event.trace_context)
         elif which == "pdb":
             self.state.apply_pdb(kind, wire.pdb_from_proto(event.pdb))
+        elif which == "namespace":
+            self.state.apply_namespace(kind, wire.namespace_from_proto(event.namespace))
 
     @staticmethod
     def _trace_pod(

@@ -1,6 +1,6 @@
-"""API JSON -> hub entries: each Node, Pod and PodDisruptionBudget the list/watch reads is
-converted once (`splitsched.core.convert` -> `splitsched.wire` -> a serialised event body)
-and handed to the `ClusterHub` as a `ring.Entry`.
+"""API JSON -> hub entries: each Node, Pod, PodDisruptionBudget and Namespace the
+list/watch reads is converted once (`splitsched.core.convert` -> `splitsched.wire` -> a
+serialised event body) and handed to the `ClusterHub` as a `ring.Entry`.
 
 Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging and the
 `watch_event` span that starts a pending pod's trace. Applies the watcher-level
@@ -8,8 +8,9 @@ scheduler-name filter, and fingerprints what a scheduler reads of each object so
 that change none of it are absorbed (`ring.ClusterHub.upsert`, `raw_pod_fingerprint`).
 
 The stream carries only what scheduling reads (docs/api.md, "What the watcher streams"):
-the typed messages of `splitsched.v1.types` have no place for env, command, args, images,
-probes or volumes, and of the annotations only `STREAMED_ANNOTATIONS` pass.
+the typed messages of `splitsched.v1.types` have no place for env, command, args, probes or
+volume sources, images are streamed for pending pods only (`drop_placed_images`), and of
+the annotations only `STREAMED_ANNOTATIONS` pass.
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ class Converter:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
         keep_streamed_annotations(msg.annotations)
+        if pod.node_name:
+            drop_placed_images(msg)
         fingerprint = _fingerprint(msg)
         carrier = None
         if not pod.node_name and not pod.deleting and tracing.enabled():
@@ -129,6 +132,45 @@ class Converter:
             body=ring.encode_body(msg, observed_at=now),
         )
 
+    def namespace(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        """A Namespace's name and labels (InterPodAffinity's namespaceSelector); an update
+        that changes neither (status, annotations, finalizers) is absorbed."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            log.error("skipping Namespace without a name")
+            return None
+        if labels is not None and not (
+            isinstance(labels, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
+            log.error(
+                "skipping Namespace %s: metadata.labels is not a map of strings", meta["name"]
+            )
+            return None
+        msg = types_pb2.Namespace(
+            name=meta["name"],
+            labels=labels or {},
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+        return ring.Entry(
+            kind=ring.NAMESPACE,
+            key=msg.name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=msg.resource_version,
+            body=ring.encode_body(msg, observed_at=now),
+            fingerprint=_fingerprint(msg),
+        )
+
+
+def drop_placed_images(msg: types_pb2.Pod) -> None:
+    """Clears, in place, the images of a placed pod: ImageLocality reads only the images of
+    the pod being placed, so a running pod's image (which `kubectl set image` changes)
+    neither rides on the stream nor makes an update the scheduler must take."""
+    for container in (*msg.containers, *msg.init_containers):
+        container.ClearField("image")
+    msg.ClearField("image_volumes")
+
 
 def keep_streamed_annotations(annotations: MutableMapping[str, str]) -> None:
     """Drops, in place, every annotation not in `STREAMED_ANNOTATIONS`. Before the
@@ -167,7 +209,7 @@ def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:
         return b""
 
 
-def _fingerprint(msg: types_pb2.Pod | types_pb2.Node) -> bytes:
+def _fingerprint(msg: types_pb2.Pod | types_pb2.Node | types_pb2.Namespace) -> bytes:
     """The object's bytes without its resourceVersion and, for a pod, its phase (terminal
     pods leave the view, so the phase only tells Pending from Running). After a bind, the
     pod updates that follow (kwok or the kubelet starting it) change nothing else a

@@ -1,4 +1,5 @@
-"""List+watch of Nodes, Pods and PodDisruptionBudgets against the API server, into a hub.
+"""List+watch of Nodes, Pods, PodDisruptionBudgets and Namespaces against the API server,
+into a hub.
 
 Called by `services.watcher.main`. Talks raw HTTP through an aiohttp session to the one
 `splitsched.runtime.kubeclient.KubeEndpoint` (kubeconfig or in-cluster: TLS, token,
@@ -52,13 +53,14 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Resource:
-    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets
-    kind: str  # ring.NODE / POD / PDB
+    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets, namespaces
+    kind: str  # ring.NODE / POD / PDB / NAMESPACE
     path: str
     params: tuple[tuple[str, str], ...] = ()
+    namespaced: bool = True  # objects are keyed "namespace/name", else "name"
 
 
-NODES = Resource("nodes", ring.NODE, "/api/v1/nodes")
+NODES = Resource("nodes", ring.NODE, "/api/v1/nodes", namespaced=False)
 PODS = Resource(
     "pods",
     ring.POD,
@@ -66,6 +68,7 @@ PODS = Resource(
     (("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"),),
 )
 PDBS = Resource("poddisruptionbudgets", ring.PDB, "/apis/policy/v1/poddisruptionbudgets")
+NAMESPACES = Resource("namespaces", ring.NAMESPACE, "/api/v1/namespaces", namespaced=False)
 
 
 class Reflector:
@@ -103,6 +106,7 @@ class Reflector:
             ring.NODE: converter.node,
             ring.POD: converter.pod,
             ring.PDB: converter.pdb,
+            ring.NAMESPACE: converter.namespace,
         }[resource.kind]
 
     @contextlib.asynccontextmanager
@@ -298,7 +302,7 @@ class Reflector:
 
     def _key(self, meta: dict[str, Any]) -> str:
         name = str(meta.get("name") or "")
-        if self.resource.kind == ring.NODE:
+        if not self.resource.namespaced:
             return name
         return f"{meta.get('namespace') or 'default'}/{name}"
 

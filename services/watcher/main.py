@@ -4,7 +4,7 @@ Wires the list/watch loops (`services.watcher.listwatch`) into the hub
 (`services.watcher.ring`) and serves it over gRPC (`services.watcher.server`), with the
 health service, /healthz, /readyz and /metrics, through the runtime's service skeleton
 (`splitsched.runtime.service`). Ready (gRPC SERVING, /readyz 200) once the initial LIST
-of nodes and pods is in the view. Its flags and settings: `services.watcher.settings`.
+of nodes, pods and namespaces is in the view. Its flags and settings: `services.watcher.settings`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from splitsched.runtime import grpcsrv, kubeclient, service
 
 log = logging.getLogger("services.watcher")
 
-#: The resources whose initial LIST makes the watcher ready.
-REQUIRED = frozenset({"nodes", "pods"})
+#: The resources whose initial LIST makes the watcher ready: kube-scheduler waits for its
+#: namespace informer too, so no namespaceSelector is judged against a partial view.
+REQUIRED = frozenset({"nodes", "pods", "namespaces"})
 
 
 class Watcher:
@@ -54,7 +55,7 @@ class Watcher:
         return self._endpoint
 
     def resources(self) -> list[listwatch.Resource]:
-        resources = [listwatch.NODES, listwatch.PODS]
+        resources = [listwatch.NODES, listwatch.PODS, listwatch.NAMESPACES]
         if self.settings.pdbs:
             resources.append(listwatch.PDBS)
         return resources

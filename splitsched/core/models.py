@@ -188,6 +188,7 @@ class Container:
     requests: ResourceList = field(default_factory=dict)
     host_ports: tuple[HostPort, ...] = ()
     restart_policy: str = ""  # "Always" marks a restartable init container (a sidecar)
+    image: str = ""  # as the pod names it; the watcher streams it for pending pods only
 
     @property
     def is_sidecar(self) -> bool:
@@ -243,6 +244,7 @@ class Pod:
     resource_version: str = ""
     creation_timestamp: float = 0.0
     invalid_reason: str = ""
+    image_volumes: tuple[str, ...] = ()  # spec.volumes[].image.reference (ImageLocality)
     _requests_cache: dict[str, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -335,6 +337,14 @@ def effective_requests(pod: Pod, *, nonzero_defaults: bool = False) -> dict[str,
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerImage:
+    """One entry of a node's status.images: every name the image goes by, and its size."""
+
+    names: tuple[str, ...]
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -345,6 +355,16 @@ class Node:
     ready: bool = True
     resource_version: str = ""
     uid: str = ""
+    images: tuple[ContainerImage, ...] = ()  # status.images (ImageLocality)
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """What scheduling reads of a Namespace: its labels, which pod affinity terms'
+    namespaceSelectors match."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,8 +70,10 @@ class NodeTable:
         # position of touch_log[0]; old entries are dropped in halves.
         self.touch_log: list[int] = []
         self.touch_base = 0
-        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
+        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name), and
+        # each namespace's labels by name (InterPodAffinity's namespaceSelector).
         self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1

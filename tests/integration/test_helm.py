@@ -662,9 +662,9 @@ def test_chart_service_accounts_have_least_privilege(
     ]:
         assert not can(binder, verb, resource, namespace=ns), f"binder may {verb} {resource}"
 
-    # The watcher reads Nodes, Pods and PDBs, and writes nothing.
+    # The watcher reads Nodes, Pods, Namespaces and PDBs, and writes nothing.
     for verb in ("get", "list", "watch"):
-        for resource in ("pods", "nodes", "policy:poddisruptionbudgets"):
+        for resource in ("pods", "nodes", "namespaces", "policy:poddisruptionbudgets"):
             assert can(watcher, verb, resource), f"watcher cannot {verb} {resource}"
     for verb, resource in [
         ("create", "pods/binding"),

@@ -33,6 +33,7 @@ from splitsched.core.convert.podspec import (
     NO_AFFINITIES,
     affinities,
     containers,
+    image_volumes,
     init_containers,
     overhead,
     pod_requests,
@@ -145,6 +146,7 @@ def read_pod(obj: object) -> models.Pod:
         creation_timestamp=as_timestamp(
             meta.get("creationTimestamp"), "metadata.creationTimestamp"
         ),
+        image_volumes=image_volumes(spec.get("volumes")),
     )
 
 

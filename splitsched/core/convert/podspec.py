@@ -1,5 +1,5 @@
-"""The parts of a pod spec scheduling reads: containers and their host ports, tolerations,
-topology spread constraints and the three affinities.
+"""The parts of a pod spec scheduling reads: containers (their requests, host ports and
+image), image volumes, tolerations, topology spread constraints and the three affinities.
 
 Called by `pods` once per pod. Kubernetes' defaulting that scheduling depends on is
 mirrored here (SetDefaults_Pod): requests default to limits per resource, with hostNetwork
@@ -76,6 +76,7 @@ def _container(value: object, *, host_network: bool) -> models.Container:
         requests=requests_with_limits(resources, "resources") if resources else {},
         host_ports=_host_ports(raw_ports, host_network=host_network) if raw_ports else (),
         restart_policy=as_str(restart_policy, "restartPolicy") if restart_policy else "",
+        image=as_str(c.get("image"), "image"),
     )
 
 
@@ -150,6 +151,20 @@ def tolerations(value: object) -> tuple[models.Toleration, ...]:
 
 def spread_constraints(value: object) -> tuple[models.TopologySpreadConstraint, ...]:
     return each(value, "spec.topologySpreadConstraints", _spread_constraint) if value else ()
+
+
+def image_volumes(value: object) -> tuple[str, ...]:
+    """spec.volumes[].image.reference: the images mounted as volumes (ImageLocality scores
+    them as it scores the containers' images)."""
+    if not value:
+        return ()
+    out = []
+    for i, raw in enumerate(as_list(value, "spec.volumes")):
+        image = as_object(raw, f"spec.volumes[{i}]").get("image")
+        if image is not None:
+            ref = as_object(image, f"spec.volumes[{i}].image").get("reference")
+            out.append(as_str(ref, f"spec.volumes[{i}].image.reference"))
+    return tuple(out)
 
 
 def affinities(value: object) -> Affinities:
