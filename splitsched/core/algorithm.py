@@ -40,6 +40,7 @@ from splitsched.core.results import (
     WaitInfo,
     format_summary,
     rejected_by_status,
+    scheduler_error,
 )
 from splitsched.core.scorememo import RawScores, ScoreMemo
 
@@ -265,6 +266,9 @@ class FrameworkAlgorithm:
             status = pre.pre_score(state, pod, self.table, rows)
             if status.code is framework.Code.SKIP:
                 state.skip_score.add(pre.name)
+            elif status.code is framework.Code.ERROR:
+                error = f'running PreScore plugin "{pre.name}": {"; ".join(status.reasons)}'
+                return ScoredNodes(rows=rows, total=total, per_plugin={}, error=error)
         active = [e for e in profile.score if e.plugin.name not in state.skip_score]
         memo = self._score_memo(profile, state, pod, active)
         for entry in active:
@@ -360,6 +364,9 @@ class FrameworkAlgorithm:
         self.observer.score_started(pod)
         scored = self.score(profile, state, pod, feasible)
         self.observer.score_finished(pod)
+        if scored.error:
+            wait = scheduler_error("PreScore", scored.error, self.table.n)
+            return ScheduleResult(wait=wait, state=state)
         pick = self._select(scored)
         node = self.table.names[int(feasible[pick])]
         return ScheduleResult(
@@ -373,7 +380,8 @@ class FrameworkAlgorithm:
             return None
         mask, _ = self._filter(profile, state, pod, None)
         rows = np.flatnonzero(mask)
-        return self.score(profile, state, pod, rows) if rows.size else None
+        scored = self.score(profile, state, pod, rows) if rows.size else None
+        return None if scored is None or scored.error else scored
 
     # ---- committing a decision, and the one way back -------------------------------------
     def assume(

@@ -109,6 +109,7 @@ class Unschedulable:
     pod: models.Pod
     message: str
     report: bool
+    reason: str = "Unschedulable"  # the PodScheduled condition's; SchedulerError for errors
 
 
 @dataclass(frozen=True)
