@@ -347,6 +347,8 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
         _pod_affinity_into(pod.pod_anti_affinity, msg.pod_anti_affinity)
     _tolerations_into(pod.tolerations, msg)
     _spread_constraints_into(pod.topology_spread_constraints, msg)
+    if pod.scheduling_gates:
+        msg.scheduling_gates.extend(pod.scheduling_gates)
     _pod_lifecycle_into(pod, msg, deletion_timestamp=deletion_timestamp)
     return msg
 
@@ -418,6 +420,7 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
     init_containers = msg.init_containers
     tolerations = msg.tolerations
     spread = msg.topology_spread_constraints
+    gates = msg.scheduling_gates
     has = msg.HasField
     created = msg.creation_timestamp
     owner: models.OwnerRef | None = None
@@ -447,6 +450,7 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         else None,
         tolerations=tuple(_toleration(t) for t in tolerations) if tolerations else (),
         topology_spread_constraints=tuple(_spread_constraint(s) for s in spread) if spread else (),
+        scheduling_gates=tuple(gates) if gates else (),
         phase=msg.phase,
         deleting=has("deletion_timestamp"),
         owner=owner,

@@ -237,6 +237,9 @@ class Pod:
     pod_anti_affinity: PodAffinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    # spec.schedulingGates names: while any remain the pod is never tried (the API server
+    # refuses its Binding); they can only be removed, never added after creation.
+    scheduling_gates: tuple[str, ...] = ()
     phase: str = "Pending"
     deleting: bool = False
     owner: OwnerRef | None = None

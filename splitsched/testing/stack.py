@@ -58,6 +58,12 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # The volume step before a Binding: a PV's claimRef, a claim's selected-node.
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumes", "persistentvolumeclaims"],
+        "verbs": ["get", "patch"],
+    },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 )
 

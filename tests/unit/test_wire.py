@@ -145,6 +145,7 @@ pods = st.builds(
     pod_anti_affinity=st.none() | pod_affinities,
     tolerations=st.lists(tolerations, max_size=3).map(tuple),
     topology_spread_constraints=st.lists(spread_constraints, max_size=2).map(tuple),
+    scheduling_gates=st.lists(names, max_size=2).map(tuple),
     phase=st.sampled_from(["Pending", "Running", "Unknown"]),
     deleting=st.booleans(),
     owner=st.none()

@@ -1,5 +1,6 @@
 """The parts of a pod spec scheduling reads: containers (their requests, host ports and
-image), image volumes, tolerations, topology spread constraints and the three affinities.
+image), image volumes, tolerations, topology spread constraints, scheduling gates and the
+three affinities.
 
 Called by `pods` once per pod. Kubernetes' defaulting that scheduling depends on is
 mirrored here (SetDefaults_Pod): requests default to limits per resource, with hostNetwork
@@ -165,6 +166,15 @@ def image_volumes(value: object) -> tuple[str, ...]:
             ref = as_object(image, f"spec.volumes[{i}].image").get("reference")
             out.append(as_str(ref, f"spec.volumes[{i}].image.reference"))
     return tuple(out)
+
+
+def _gate_name(value: object) -> str:
+    return required_str(as_object(value, ""), "name")
+
+
+def scheduling_gates(value: object) -> tuple[str, ...]:
+    """spec.schedulingGates as their names (the API server requires a name on each)."""
+    return each(value, "spec.schedulingGates", _gate_name) if value else ()
 
 
 def affinities(value: object) -> Affinities:
