@@ -17,14 +17,11 @@ Every check reads the API server's objects, never our logs.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from bench.sidebyside.contenders import KubeScheduler
 from splitsched.testing import kube, stack
 
 pytestmark = pytest.mark.e2e
@@ -32,25 +29,6 @@ pytestmark = pytest.mark.e2e
 SSD = {"disktype": "ssd"}  # two of the module's nodes, one per zone
 HOSTNAME = "kubernetes.io/hostname"
 MB = 1024 * 1024
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(
-    control_plane: Any, running_stack: stack.Stack, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[KubeScheduler]:
-    """kube-scheduler v1.36.3 as a peer, for pods with schedulerName bench-kube."""
-    peer = KubeScheduler(
-        "kube-scheduler",
-        kubeconfig=Path(control_plane.kubeconfig_path),
-        workdir=tmp_path_factory.mktemp("kube-scheduler"),
-        qps=None,
-        burst=None,
-    )
-    peer.start(timeout=120)
-    try:
-        yield peer
-    finally:
-        peer.stop()
 
 
 def anti_affinity(team: str) -> dict[str, Any]:
@@ -144,10 +122,10 @@ def reasons(message: str) -> dict[str, int]:
 
 
 def test_a_namespace_selector_keeps_labelled_namespaces_apart_as_kube_does(
-    kube_api: client.ApiClient, running_stack: stack.Stack, kube_scheduler: KubeScheduler
+    kube_api: client.ApiClient, running_stack: stack.Stack, kube_scheduler: str
 ) -> None:
     ours = run_scenario(kube_api, kube.DEFAULT_SCHEDULER_NAME)
-    theirs = run_scenario(kube_api, kube_scheduler.scheduler_name)
+    theirs = run_scenario(kube_api, kube_scheduler)
     try:
         for run in (ours, theirs):
             assert run["first"] != run["second"], run  # the team's pods are kept apart
@@ -171,7 +149,7 @@ def test_a_namespace_selector_keeps_labelled_namespaces_apart_as_kube_does(
 
 
 def test_a_node_holding_the_pods_image_wins_for_both_schedulers(
-    kube_api: client.ApiClient, running_stack: stack.Stack, kube_scheduler: KubeScheduler
+    kube_api: client.ApiClient, running_stack: stack.Stack, kube_scheduler: str
 ) -> None:
     """Two equal nodes, one reporting a 900 MiB image in status.images: the pod that uses
     it lands there (ImageLocality, weight 1, is all that tells the nodes apart)."""
@@ -191,7 +169,7 @@ def test_a_node_holding_the_pods_image_wins_for_both_schedulers(
             interval=0.5,
             message="kwok keeps the node's images",
         )
-        for scheduler in (kube.DEFAULT_SCHEDULER_NAME, kube_scheduler.scheduler_name):
+        for scheduler in (kube.DEFAULT_SCHEDULER_NAME, kube_scheduler):
             pod = kube.make_pod(
                 f"uses-{scheduler}", scheduler_name=scheduler, node_selector={"pool": pool}
             )
