@@ -173,6 +173,8 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             framework.ClusterEvent.ASSIGNED_POD_ADD,
             framework.ClusterEvent.ASSIGNED_POD_UPDATE,
             framework.ClusterEvent.ASSIGNED_POD_DELETE,
+            # Not among kube-scheduler's events (its pod waits for another pod or node
+            # event, or the 5-minute flush); a relabelled namespace may free a pod at once.
             framework.ClusterEvent.NAMESPACE_CHANGE,
         }
     )
