@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP) controlplane ## install Python deps into .venv and build/reuse the control-plane binaries
 
-controlplane: ## build (first time) or reuse kube-apiserver, kube-scheduler, etcd, kwok, helm
+controlplane: ## build (first time) or reuse kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok, helm
 	bash scripts/get-binaries.sh
 
 proto: $(STAMP) ## regenerate the gRPC stubs from proto/
@@ -40,8 +40,8 @@ test-unit: $(STAMP) ## the fast tiers only (unit and service), no control plane
 test: setup lint ## everything CI runs: lint, unit, service, integration and e2e tiers
 	$(VENV)/bin/pytest -q
 
-realnode-binaries: ## build (first time) or reuse kubelet, kube-proxy, kube-controller-manager, kubectl, CoreDNS
-	bash scripts/get-binaries.sh kubelet kube-proxy kube-controller-manager kubectl coredns
+realnode-binaries: ## build (first time) or reuse kubelet, kube-proxy, kubectl, CoreDNS
+	bash scripts/get-binaries.sh kubelet kube-proxy kubectl coredns
 
 test-realnode: setup realnode-binaries ## the chart on a real kubelet (root; installs its Debian packages; skipped otherwise)
 	SPLITSCHED_REALNODE=1 $(VENV)/bin/pytest -q -rA --durations=0 -p no:cacheprovider tests/realnode

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build (first time) or reuse the control-plane binaries splitsched's tests, demo and
-# benchmarks run: kube-apiserver, kube-scheduler, etcd, kwok and helm, all at the versions
-# pinned in scripts/versions.env. The real-node tier also asks for kubelet, kube-proxy,
-# kube-controller-manager, kubectl and a minimal CoreDNS (not built by default).
+# benchmarks run: kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
+# helm, all at the versions pinned in scripts/versions.env. The real-node tier also asks
+# for kubelet, kube-proxy, kubectl and a minimal CoreDNS (not built by default).
 # Called by `make setup` / `make controlplane` and by the integration-test fixtures when a
 # binary is missing.
 #
@@ -266,8 +266,8 @@ want() {  # want <name> <version>: true when the binary must be built
 }
 
 # Usage: get-binaries.sh [name ...]   (default: all of them)
-default_names=(kube-apiserver kube-scheduler etcd kwok helm)
-node_names=(kubelet kube-proxy kube-controller-manager coredns kubectl)
+default_names=(kube-apiserver kube-scheduler kube-controller-manager etcd kwok helm)
+node_names=(kubelet kube-proxy coredns kubectl)
 all_names=("${default_names[@]}" "${node_names[@]}")
 selected=("$@")
 ((${#selected[@]})) || selected=("${default_names[@]}")

@@ -11,7 +11,7 @@ SPLITSCHED_CA, SPLITSCHED_CERT, SPLITSCHED_KEY) switch to TLS, mutual with cert 
 Exit codes scripts can rely on:
   0  success
   1  the answer is negative: a simulated pod (or gang) does not fit; `explain` of a pod
-     that is not waiting (already binding, bound or preempting)
+     that is not waiting (gated, already binding, bound or preempting)
   2  bad input: a malformed manifest or argument (the message names the field), an
      unreadable file, a request too large
   3  the server could not be reached, was not ready, or failed
@@ -400,7 +400,9 @@ def register(sub: Any) -> None:
     pods.add_argument("pod", nargs="?", help="NAMESPACE/NAME: show this pod in detail")
     pods.add_argument("--pending", action="store_true", help="only pods still waiting")
     pods.add_argument(
-        "--state", choices=("waiting", "preempting", "binding", "bound"), help="only this state"
+        "--state",
+        choices=("gated", "waiting", "preempting", "binding", "bound"),
+        help="only this state",
     )
     pods.add_argument("-n", "--namespace", help="only this namespace")
     add_client_options(pods)

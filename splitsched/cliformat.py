@@ -19,10 +19,16 @@ from google.protobuf.message import Message
 
 from splitsched.v1 import scheduler_pb2
 
-GREEN, CYAN, YELLOW, MAGENTA, RED, BOLD = "32", "36", "33", "35", "31", "1"
+GREEN, CYAN, YELLOW, MAGENTA, RED, BLUE, BOLD = "32", "36", "33", "35", "31", "34", "1"
 _STATE_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.PodState.items()}
 _KIND_NAMES: dict[int, str] = {int(v): k for k, v in scheduler_pb2.Decision.Kind.items()}
-_STATE_COLOUR = {"BOUND": GREEN, "BINDING": CYAN, "WAITING": YELLOW, "PREEMPTING": MAGENTA}
+_STATE_COLOUR = {
+    "BOUND": GREEN,
+    "BINDING": CYAN,
+    "WAITING": YELLOW,
+    "PREEMPTING": MAGENTA,
+    "GATED": BLUE,
+}
 _KIND_COLOUR = {
     "SCHEDULED": CYAN,
     "BOUND": GREEN,

@@ -305,7 +305,8 @@ class Bench:
         return pids
 
     async def run_one(self, io: kubeio.KubeIO, wl: workloads.Workload, name: str) -> RunResult:
-        opts = self.options
+        """One contender on one workload, in a fresh namespace (the module docstring's
+        steps 1-4)."""
         contender = contenders.make(
             name,
             kubeconfig=self.cp.kubeconfig_path,
@@ -316,113 +317,156 @@ class Bench:
         ns = await asyncio.to_thread(
             kube.create_namespace, self.admin, prefix=f"bench-{wl.name}"[:40]
         )
-        watch = kubeio.BindWatch(io, ns, only=lambda n: n.startswith("pod-"))
-        error: str | None = None
-        achieved: float | None = None
-        created: dict[str, float] = {}
-        complete = False
-        t_launch = time.monotonic()
-        profilers = (
-            profiling.Profilers(opts.profile_dir, tag=f"{wl.name}-{name}")
-            if opts.profile_dir and contender.family == "splitsched"
+        run = OneRun(self, io, wl, contender, ns)
+        await run.measure()
+        return await run.collect()
+
+
+@dataclass
+class OneRun:
+    """The state of one run while it is measured, then turned into a ``RunResult``."""
+
+    bench: Bench
+    io: kubeio.KubeIO
+    wl: workloads.Workload
+    contender: contenders.Contender
+    namespace: str
+    error: str | None = None
+    achieved: float | None = None
+    created: dict[str, float] = field(default_factory=dict)
+    complete: bool = False
+    t_launch: float = field(default_factory=time.monotonic)
+    t_bound: float = 0.0
+    load_start: float = field(default_factory=lambda: os.getloadavg()[0])
+    wall_offset: float = field(default_factory=lambda: time.time() - time.monotonic())
+
+    def __post_init__(self) -> None:
+        opts = self.bench.options
+        self.watch = kubeio.BindWatch(self.io, self.namespace, only=lambda n: n.startswith("pod-"))
+        self.profilers = (
+            profiling.Profilers(opts.profile_dir, tag=f"{self.wl.name}-{self.contender.name}")
+            if opts.profile_dir and self.contender.family == "splitsched"
             else None
         )
-        sampler = CpuSampler(
-            lambda: self._pids(contender),
-            on_pids=(lambda: profilers.attach(contender.pids())) if profilers else None,
+        profilers = self.profilers
+        self.sampler = CpuSampler(
+            lambda: self.bench._pids(self.contender),
+            on_pids=(lambda: profilers.attach(self.contender.pids())) if profilers else None,
         )
-        t_bound = 0.0
+
+    async def measure(self) -> None:
+        """Steps 1-3: init pods, measured pods, the contender, until every pod is bound."""
         sampler_task: asyncio.Task[None] | None = None
-        load_start = os.getloadavg()[0]
-        wall_offset = time.time() - time.monotonic()
         try:
-            init = [
-                wl.init_pod(
-                    i,
-                    node=self.nodes[i % len(self.nodes)],
-                    scheduler_name=contender.scheduler_name,
-                )
-                for i in range(wl.init_pods)
-            ]
-            await io.create_pods(ns, init)
-            await wait_running(io, ns, len(init), within=max(120.0, len(init) / 5))
+            await self._create_init_pods()
             measured = [
-                wl.measured_pod(i, scheduler_name=contender.scheduler_name) for i in range(wl.pods)
+                self.wl.measured_pod(i, scheduler_name=self.contender.scheduler_name)
+                for i in range(self.wl.pods)
             ]
-            if wl.upfront:
-                created = await io.create_pods(ns, measured)
-            await watch.start()
-            t_launch = time.monotonic()
-            sampler_task = asyncio.create_task(sampler.run())
-            await asyncio.to_thread(contender.start)
-            self.progress(f"[{wl.name}] {name}: ready; measuring")
-            if not wl.upfront:
-                created, achieved = await io.create_pods_at_rate(ns, measured, rate=wl.rate)
-            complete = await watch.wait(wl.pods, within=run_timeout(opts, wl.pods))
-            sampler.sample()
-            t_bound = time.monotonic()
-            if not complete:
-                error = f"timed out: {len(watch.bound)}/{wl.pods} bound"
-            else:
-                # The work a bind sets off (kwok's Running update, its watch events, the
-                # Scheduled Event) belongs to the run: CPU is taken when it has settled.
-                await watch.wait(wl.pods, within=60, running=True)
-                await asyncio.sleep(0.5)
-                sampler.sample()
+            if self.wl.upfront:
+                self.created = await self.io.create_pods(self.namespace, measured)
+            await self.watch.start()
+            self.t_launch = time.monotonic()
+            sampler_task = asyncio.create_task(self.sampler.run())
+            await asyncio.to_thread(self.contender.start)
+            self.bench.progress(f"[{self.wl.name}] {self.contender.name}: ready; measuring")
+            if not self.wl.upfront:
+                self.created, self.achieved = await self.io.create_pods_at_rate(
+                    self.namespace, measured, rate=self.wl.rate
+                )
+            await self._wait_bound()
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            log.exception("run %s/%s failed", wl.name, name)
-            tail = contender.log_tail()
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.exception("run %s/%s failed", self.wl.name, self.contender.name)
+            tail = self.contender.log_tail()
             if tail:
-                self.progress(tail)
+                self.bench.progress(tail)
         finally:
             if sampler_task is not None:
                 sampler_task.cancel()
-            if profilers is not None:
-                for path in profilers.stop():
-                    self.progress(f"  profile summary: {path}")
-            await watch.stop()
+            if self.profilers is not None:
+                for path in self.profilers.stop():
+                    self.bench.progress(f"  profile summary: {path}")
+            await self.watch.stop()
+
+    async def _create_init_pods(self) -> None:
+        nodes = self.bench.nodes
+        init = [
+            self.wl.init_pod(
+                i, node=nodes[i % len(nodes)], scheduler_name=self.contender.scheduler_name
+            )
+            for i in range(self.wl.init_pods)
+        ]
+        await self.io.create_pods(self.namespace, init)
+        await wait_running(self.io, self.namespace, len(init), within=max(120.0, len(init) / 5))
+
+    async def _wait_bound(self) -> None:
+        pods = self.wl.pods
+        self.complete = await self.watch.wait(pods, within=run_timeout(self.bench.options, pods))
+        self.sampler.sample()
+        self.t_bound = time.monotonic()
+        if not self.complete:
+            self.error = f"timed out: {len(self.watch.bound)}/{pods} bound"
+            return
+        # The work a bind sets off (kwok's Running update, its watch events, the
+        # Scheduled Event) belongs to the run: CPU is taken when it has settled.
+        await self.watch.wait(pods, within=60, running=True)
+        await asyncio.sleep(0.5)
+        self.sampler.sample()
+
+    async def collect(self) -> RunResult:
+        """Step 4: check the placements, stop the contender, delete the namespace."""
+        admin = self.bench.admin
         try:
-            nodes, pods = await asyncio.to_thread(invariants.cluster_state, self.admin)
+            nodes, pods = await asyncio.to_thread(invariants.cluster_state, admin)
             over = invariants.overcommitted(nodes, pods)
             violations = invariants.placement_violations(nodes, pods)
-            listing = await io.list_pods(ns, label_selector=f"{workloads.BENCH_LABEL}=measured")
+            listing = await self.io.list_pods(
+                self.namespace, label_selector=f"{workloads.BENCH_LABEL}=measured"
+            )
             server = server_bind_times(listing["items"])
         finally:
-            describe = contender.describe()
-            await asyncio.to_thread(contender.stop)
+            describe = self.contender.describe()
+            await asyncio.to_thread(self.contender.stop)
             with contextlib.suppress(Exception):
-                await asyncio.to_thread(kube.delete_namespace, self.admin, ns, timeout=180)
+                await asyncio.to_thread(kube.delete_namespace, admin, self.namespace, timeout=180)
+        return self._result(len(over), len(violations), server, describe)
+
+    def _result(
+        self, over: int, violations: int, server: dict[str, float], describe: dict[str, Any]
+    ) -> RunResult:
+        wl, watch = self.wl, self.watch
         binds = list(watch.bound.values())
         # t0: the first measured bind. Up-front pods wait from then on (the contenders'
         # start-up times differ and are not what is measured); rate pods from creation.
-        t0 = min(binds) if binds else t_launch
+        t0 = min(binds) if binds else self.t_launch
+        created = self.created
         refs = created if not wl.upfront else {k: max(v, t0) for k, v in created.items()}
         return RunResult(
             workload=wl.name,
-            contender=name,
-            family=contender.family,
+            contender=self.contender.name,
+            family=self.contender.family,
             pods=wl.pods,
             bound=len(watch.bound),
-            complete=complete,
-            throughput=measure.Throughput.from_binds(binds, start=t_launch),
+            complete=self.complete,
+            throughput=measure.Throughput.from_binds(binds, start=self.t_launch),
             latency=measure.Latency.from_pairs(refs, watch.bound),
             latency_from="first bind" if wl.upfront else "creation",
             seconds=round(max(binds) - t0, 3) if binds else float("nan"),
-            cpu_seconds=sampler.window(t0),
-            cpu_seconds_to_last_bind=sampler.window(t0, t_bound),
+            cpu_seconds=self.sampler.window(t0),
+            cpu_seconds_to_last_bind=self.sampler.window(t0, self.t_bound),
             curve=thin_curve(binds, t0),
-            overcommitted=len(over),
-            placement_violations=len(violations),
+            overcommitted=over,
+            placement_violations=violations,
             watch_events=watch.events,
-            achieved_create_rate=round(achieved, 1) if achieved else None,
+            achieved_create_rate=round(self.achieved, 1) if self.achieved else None,
             server_binds_per_second=per_second(server.values()),
             watch_lag=measure.Latency.from_pairs(
-                {k: v + 0.5 - wall_offset for k, v in server.items()}, watch.bound
+                {k: v + 0.5 - self.wall_offset for k, v in server.items()}, watch.bound
             ),
-            load_average=(round(load_start, 2), round(os.getloadavg()[0], 2)),
+            load_average=(round(self.load_start, 2), round(os.getloadavg()[0], 2)),
             contender_config=describe,
-            error=error,
+            error=self.error,
         )
 
 

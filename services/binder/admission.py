@@ -1,5 +1,6 @@
 """The reads behind the binder's refusals (``services.binder.guard`` decides): before a
-Binding, one GET of the pod (from the API server's watch cache) and of the node; before a
+Binding (and its volume step), one GET of the pod (from the API server's watch cache) and
+of the node; before a
 preemption, the preemptor, the node and each victim; before the FailedScheduling Event and
 PodScheduled=False of an unschedulable report, the pod. Nothing is written for a refused
 decision or report, nor for one whose pod cannot be read.
@@ -64,6 +65,8 @@ class Admission:
         if pod is None or isinstance(pod, BindResult):
             return pod
         refusal = guard.foreign_pod(pod, who=f"pod {job.pod}", profiles=self.profiles)
+        if refusal is None and job.volumes:
+            refusal = guard.unused_claims(pod, job.volumes, who=f"pod {job.pod}")
         if refusal is not None:
             return self._refuse(refusal, what=what, caller=job.caller)
         return await self._node(job.node, deadline=job.deadline, what=what, caller=job.caller)

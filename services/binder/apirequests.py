@@ -15,8 +15,9 @@ from typing import Any
 from urllib.parse import quote
 
 from services.binder import classify
+from services.binder.claims import BOUND_BY_CONTROLLER, SELECTED_NODE, ClaimRef
 from services.binder.events import micro_time
-from services.binder.jobs import BindJob, PodKey
+from services.binder.jobs import BindJob, PodKey, VolumeBinding
 
 JSON = "application/json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -121,4 +122,57 @@ def eviction(victim: PodKey) -> ApiRequest:
     return ApiRequest(
         "POST", _pod_path(victim.namespace, victim.name, "eviction"), body,
         retryable=classify.retryable_eviction, what=f"eviction of {victim}",
+    )  # fmt: skip
+
+
+def _claim_path(namespace: str, name: str) -> str:
+    return f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
+
+
+def read_claim(volume: VolumeBinding) -> ApiRequest:
+    """GET the claim from etcd (not the watch cache): the volume step decides on it."""
+    return ApiRequest("GET", _claim_path(volume.namespace, volume.claim), what=f"claim {volume}")
+
+
+def read_pv(name: str) -> ApiRequest:
+    return ApiRequest("GET", f"/api/v1/persistentvolumes/{quote(name)}", what=f"PV {name}")
+
+
+def bind_pv(
+    pv: str, *, resource_version: str, claim: ClaimRef, bound_by_controller: bool
+) -> ApiRequest:
+    """A merge PATCH of the PV's ``spec.claimRef`` to ``claim``, as kube-scheduler's
+    volume binder writes it (``GetBindVolumeToClaim``: the claim's reference, and the
+    ``bound-by-controller`` annotation unless the PV was pre-bound to the claim by name).
+    ``resource_version`` makes it conditional like kube's Update: 409 if the PV changed
+    since it was read. The PV controller then binds the claim."""
+    meta: dict[str, Any] = {"resourceVersion": resource_version}
+    if bound_by_controller:
+        meta["annotations"] = {BOUND_BY_CONTROLLER: "yes"}
+    claim_ref = {
+        "kind": "PersistentVolumeClaim",
+        "apiVersion": "v1",
+        "namespace": claim.namespace,
+        "name": claim.name,
+        "uid": claim.uid,
+        "resourceVersion": claim.resource_version,
+        "fieldPath": None,  # a merge patch keeps fields it does not name: clear the rest
+    }
+    return ApiRequest(
+        "PATCH", f"/api/v1/persistentvolumes/{quote(pv)}",
+        {"metadata": meta, "spec": {"claimRef": claim_ref}}, MERGE_PATCH,
+        retryable=classify.retryable_create,
+        what=f"claimRef of PV {pv} to {claim.namespace}/{claim.name}",
+    )  # fmt: skip
+
+
+def select_node(volume: VolumeBinding, *, node: str, resource_version: str) -> ApiRequest:
+    """A merge PATCH annotating the claim ``volume.kubernetes.io/selected-node=<node>``
+    for its provisioner (kube-scheduler updates the claim the same way, 409 if it
+    changed since it was read)."""
+    patch = {"metadata": {"resourceVersion": resource_version,
+                          "annotations": {SELECTED_NODE: node}}}  # fmt: skip
+    return ApiRequest(
+        "PATCH", _claim_path(volume.namespace, volume.claim), patch, MERGE_PATCH,
+        retryable=classify.retryable_create, what=f"selected-node of claim {volume}",
     )  # fmt: skip

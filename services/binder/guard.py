@@ -1,7 +1,8 @@
 """What a binder refuses even from a caller with a trusted identity (defence in depth,
 issue 17): a pod another scheduler owns, a victim whose priority is not lower than its
-preemptor's, a node that does not exist. Pure functions on the API's JSON; the reads are
-``services.binder.admission``'s.
+preemptor's, a node that does not exist, a volume step for a claim the pod does not use
+(issue 18: else a decision could claim any available PV for any claim). Pure functions on
+the API's JSON; the reads are ``services.binder.admission``'s.
 
 A refusal becomes a FAILED outcome whose message starts with ``REFUSED``: the scheduler
 releases the decision and requeues the pod with backoff, as for any failed bind, so no pod
@@ -15,7 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.binder.jobs import FAILED, BindResult
+from services.binder.jobs import FAILED, BindResult, VolumeBinding
 
 #: What the API server sets spec.schedulerName to when a pod names none.
 API_DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -31,6 +32,7 @@ class Reason(enum.StrEnum):
     SCHEDULER_NAME = "scheduler_name"
     VICTIM_PRIORITY = "victim_priority"
     NODE_MISSING = "node_missing"
+    CLAIM_NOT_USED = "claim_not_used"
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,31 @@ def missing_node(node: str, *, status: int) -> Refusal | None:
     if status != 404:
         return None
     return Refusal(Reason.NODE_MISSING, f"node {node[:253]!r} does not exist")
+
+
+def pod_claims(pod: Mapping[str, Any]) -> set[str]:
+    """The claims ``pod`` mounts: each ``persistentVolumeClaim.claimName``, and for a
+    generic ephemeral volume the claim Kubernetes makes for it, ``<pod>-<volume>``."""
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    found: set[str] = set()
+    volumes = _spec(pod).get("volumes")
+    for volume in volumes if isinstance(volumes, list) else ():
+        if not isinstance(volume, Mapping):
+            continue
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, Mapping) and claim.get("claimName"):
+            found.add(str(claim["claimName"]))
+        elif isinstance(volume.get("ephemeral"), Mapping):
+            found.add(f"{name}-{volume.get('name') or ''}")
+    return found
+
+
+def unused_claims(
+    pod: Mapping[str, Any], volumes: Collection[VolumeBinding], *, who: str
+) -> Refusal | None:
+    """A refusal when the decision's volume step names a claim ``pod`` does not mount."""
+    used = pod_claims(pod)
+    strangers = sorted(str(v) for v in volumes if v.claim not in used)
+    if not strangers:
+        return None
+    return Refusal(Reason.CLAIM_NOT_USED, f"{who} does not use claim(s) {', '.join(strangers)}")

@@ -40,6 +40,20 @@ class PodKey:
 
 
 @dataclass(frozen=True)
+class VolumeBinding:
+    """One claim of a decision's volume step (kube-scheduler's VolumeBinding PreBind):
+    bind it to the static PV ``pv``, or, with ``pv`` empty, mark it for provisioning on the
+    decision's node."""
+
+    namespace: str
+    claim: str
+    pv: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.claim}"
+
+
+@dataclass(frozen=True)
 class BindJob:
     """One accepted decision."""
 
@@ -56,6 +70,8 @@ class BindJob:
     accepted_at: float = field(default_factory=time.monotonic)
     #: Who asked (the caller's certificate identity), for the log line of a refusal.
     caller: str = ""
+    #: The claims to bind (or provision) before the Binding; empty for most pods.
+    volumes: tuple[VolumeBinding, ...] = ()
 
     @property
     def pod(self) -> PodKey:

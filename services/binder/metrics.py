@@ -11,7 +11,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 class BinderMetrics:
     """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog;
-    evictions by HTTP code, preemptions by result, refusals by reason."""
+    evictions by HTTP code, preemptions by result, refusals by reason, volume steps by
+    result and duration."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -55,7 +56,8 @@ class BinderMetrics:
             "splitsched_binder_refused_total",
             "Decisions refused although the caller was trusted, by reason: scheduler_name "
             "(the pod is not for a profile this binder serves), victim_priority (a victim "
-            "not lower than its preemptor), node_missing.",
+            "not lower than its preemptor), node_missing, claim_not_used (a volume step for a "
+            "claim the pod does not mount).",
             ["reason"],
             registry=self.registry,
         )
@@ -69,5 +71,23 @@ class BinderMetrics:
         self.report_backlog = Gauge(
             "splitsched_binder_report_backlog",
             "Outcomes not yet acknowledged by the scheduler.",
+            registry=self.registry,
+        )
+        self._volume_metrics()
+
+    def _volume_metrics(self) -> None:
+        self.volume_steps = Counter(
+            "splitsched_binder_volume_steps_total",
+            "Volume steps before a Binding (claims bound to their PVs or marked for "
+            "provisioning, then bound by the PV controller), by result: bound, or why "
+            "it failed (claim_missing, pv_claimed_elsewhere, timeout, ...).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.volume_step_duration = Histogram(
+            "splitsched_binder_volume_step_duration_seconds",
+            "A volume step before a Binding, from its first read to every claim bound (or "
+            "its failure).",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )

@@ -14,7 +14,7 @@ from typing import Any
 
 import grpc
 
-from services.binder.jobs import BindJob, PodKey, PreemptJob
+from services.binder.jobs import BindJob, PodKey, PreemptJob, VolumeBinding
 from services.binder.worker import BindingPool
 from splitsched.runtime import security, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
@@ -23,6 +23,8 @@ DEFAULT_MAX_ATTEMPTS = 5
 MAX_ATTEMPTS_CAP = 20
 #: Victims one PreemptRequest may name.
 MAX_VICTIMS = 1000
+#: Volume bindings one BindRequest may carry (a pod has at most a few dozen claims).
+MAX_VOLUME_BINDINGS = 256
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -40,6 +42,34 @@ def name_problems(prefix: str, namespace: str, name: str) -> list[str]:
     if name and not (len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name)):
         out.append(f"{prefix}name {name[:80]!r} is not a valid pod name")
     return out
+
+
+def _subdomain(name: str) -> bool:
+    return len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name) is not None
+
+
+def volume_problem(request: binder_pb2.BindRequest) -> str | None:
+    """Why ``request.volume_bindings`` cannot be carried out: a claim is named by a valid
+    name in the pod's namespace (empty means it), at most once; a PV by a valid name, at
+    most once. The names go into request paths."""
+    if len(request.volume_bindings) > MAX_VOLUME_BINDINGS:
+        count = len(request.volume_bindings)
+        return f"{count} volume_bindings (at most {MAX_VOLUME_BINDINGS})"
+    claims: set[str] = set()
+    pvs: set[str] = set()
+    for i, binding in enumerate(request.volume_bindings):
+        where = f"volume_bindings[{i}]"
+        if binding.claim_namespace not in ("", request.pod.namespace):
+            return f"{where}.claim_namespace {binding.claim_namespace[:80]!r} is not the pod's"
+        if not _subdomain(binding.claim_name):
+            return f"{where}.claim_name {binding.claim_name[:80]!r} is not a valid claim name"
+        if binding.pv_name and not _subdomain(binding.pv_name):
+            return f"{where}.pv_name {binding.pv_name[:80]!r} is not a valid PV name"
+        if binding.claim_name in claims or (binding.pv_name and binding.pv_name in pvs):
+            return f"{where} names a claim or PV an earlier entry names"
+        claims.add(binding.claim_name)
+        pvs.add(binding.pv_name)
+    return None
 
 
 def node_problem(node: str) -> str | None:
@@ -79,6 +109,9 @@ def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
         return f"invalid request: {'; '.join(bad)}"
     if node_problem(request.node):
         return node_problem(request.node)
+    volumes = volume_problem(request) if request.volume_bindings else None
+    if volumes is not None:
+        return f"invalid request: {volumes}"
     if not request.HasField("deadline"):
         return "invalid request: deadline is required"
     deadline = request.deadline.seconds + request.deadline.nanos / 1e9
@@ -102,6 +135,10 @@ def job_from_request(request: binder_pb2.BindRequest, *, caller: str = "") -> Bi
         profile=request.profile,
         trace_context=dict(request.trace_context),
         caller=caller,
+        volumes=tuple(
+            VolumeBinding(request.pod.namespace, v.claim_name, v.pv_name)
+            for v in request.volume_bindings
+        ),
     )
 
 

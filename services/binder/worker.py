@@ -5,7 +5,8 @@ preemptions as their own tasks, and one ``BindingOutcome`` for each, handed to t
 ``services.binder.server`` submits validated decisions (``submit``), preemptions
 (``submit_preemption``) and unschedulable reports (``report_unschedulable``);
 ``services.binder.main`` starts the pool and calls ``shutdown`` on SIGTERM. The work itself
-is done elsewhere: ``binding`` (a Binding and its retries; what the answers mean),
+is done elsewhere: ``volumes`` (the volume step before a Binding, for the decisions that
+carry one), ``binding`` (a Binding and its retries; what the answers mean),
 ``preemption`` (nominate, then evict), ``recorder`` (Events and the PodScheduled
 condition), all sending through the one retry loop of ``retrying``.
 
@@ -51,6 +52,7 @@ from services.binder.recorder import UNSCHEDULABLE_WRITE_SECONDS, Recorder
 from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
 from services.binder.spans import NO_CALL, RetriedCall, bind_call
+from services.binder.volumes import VolumeStep
 from splitsched.runtime import tracing
 from splitsched.v1 import scheduler_pb2
 
@@ -95,6 +97,7 @@ class BindingPool:
         backoff = Backoff(backoff_base, backoff_cap, rng or random.Random())
         retrier = Retrier(kube, backoff=backoff, clock=clock, sleep=sleep)
         self._bindings = Bindings(retrier=retrier, metrics=metrics)
+        self._volumes = VolumeStep(retrier=retrier, metrics=metrics, clock=clock, sleep=sleep)
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
         #: The refusals of ``services.binder.guard`` (main always passes ``profiles``;
         #: None, for tests of other parts: no checks, no reads before the writes).
@@ -328,6 +331,10 @@ class BindingPool:
             refused = None if self._admission is None else await self._admission.binding(job)
             if refused is not None:
                 return refused
+            if job.volumes:
+                failed = await self._volumes.run(job)
+                if failed is not None:
+                    return failed
             return await self._bindings.bind(job, writing=writing, span=span)
         except asyncio.CancelledError:
             raise

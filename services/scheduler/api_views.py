@@ -22,6 +22,7 @@ NODE_CLASS_LABELS = ("topology.kubernetes.io/zone", "node.kubernetes.io/instance
 GANG_NOT_PLACED = whatif.GANG_NOT_PLACED
 
 PHASE_TO_PROTO = {
+    Phase.GATED: scheduler_pb2.GATED,
     Phase.WAITING: scheduler_pb2.WAITING,
     Phase.PREEMPTING: scheduler_pb2.PREEMPTING,
     Phase.BINDING: scheduler_pb2.BINDING,
@@ -109,9 +110,11 @@ def add_node_view(
 
 # ---- explain ------------------------------------------------------------------------------
 def not_pending(rec: PodRecord, total_nodes: int) -> scheduler_pb2.ExplainResponse:
-    """Explain for a pod not pending any more, or already making room: nothing to run the
-    filters for (the pod is counted on its node, so they would only confuse)."""
+    """Explain for a pod not pending any more, already making room, or not to be tried
+    yet (gated): nothing to run the filters for (the pod is counted on its node, or
+    kube-scheduler would not run them either, so they would only confuse)."""
     summary = {
+        Phase.GATED: rec.message,
         Phase.BOUND: f"not pending: bound to node {rec.node}",
         Phase.BINDING: f"not pending: being bound to node {rec.node}",
         Phase.PREEMPTING: f"preempting on node {rec.nominated_node}: {rec.message}",

@@ -195,7 +195,7 @@ class BinderDispatch:
         """Ask a binder to write the FailedScheduling Event (best effort: the next
         attempt reports again)."""
         request = binder_pb2.UnschedulableReport(
-            message=report.message, reason="Unschedulable", profile=report.pod.scheduler_name
+            message=report.message, reason=report.reason, profile=report.pod.scheduler_name
         )
         request.pod.CopyFrom(wire.pod_ref(report.pod))
         try:

@@ -128,7 +128,7 @@ class SchedulerMetrics:
 
     def decision_listener(self, state: SchedulerState) -> Listener:
         """A listener for `state.listeners` that counts outcomes and, when a pod is bound,
-        observes its latencies (the state's record still holds its first sight)."""
+        observes its latencies (the state's record still holds when it was queued)."""
 
         def observe(event: DecisionEvent) -> None:
             kind = event.kind
@@ -147,9 +147,9 @@ class SchedulerMetrics:
         if pod.creation_timestamp:
             self.created_to_bound.observe(max(0.0, time.time() - pod.creation_timestamp))
         rec = state.records.get(pod.uid)
-        if rec is not None and rec.first_seen:
+        if rec is not None and rec.queued_at:
             attempts = max(1, rec.scheduling_attempts)
             self.e2e.labels(attempts_label(attempts)).observe(
-                max(0.0, state.clock.now() - rec.first_seen)
+                max(0.0, state.clock.now() - rec.queued_at)
             )
             self.pod_attempts.observe(attempts)

@@ -1,7 +1,7 @@
-"""API JSON -> hub entries: each Node, Pod, PodDisruptionBudget, PersistentVolumeClaim,
-PersistentVolume, StorageClass and CSINode the list/watch reads is converted once
-(`splitsched.core.convert` -> `splitsched.wire` or `splitsched.wire_storage` -> a
-serialised event body) and handed to the `ClusterHub` as a `ring.Entry`.
+"""API JSON -> hub entries: each Node, Pod, PodDisruptionBudget, Namespace,
+PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode the list/watch reads is
+converted once (`splitsched.core.convert` -> `splitsched.wire` or `splitsched.wire_storage`
+-> a serialised event body) and handed to the `ClusterHub` as a `ring.Entry`.
 
 Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging and the
 `watch_event` span that starts a pending pod's trace. Applies the watcher-level
@@ -9,10 +9,10 @@ scheduler-name filter, and fingerprints what a scheduler reads of each object so
 that change none of it are absorbed (`ring.ClusterHub.upsert`, `raw_pod_fingerprint`).
 
 The stream carries only what scheduling reads (docs/api.md, "What the watcher streams"):
-the typed messages of `splitsched.v1.types` have no place for env, command, args, images,
-probes or volumes other than claims, and of the annotations only `STREAMED_ANNOTATIONS`
-pass (a claim's selected-node annotation is read into its message, never streamed as
-such).
+the typed messages of `splitsched.v1.types` have no place for env, command, args, probes or
+volume sources other than claims, images are streamed for pending pods only
+(`drop_placed_images`), and of the annotations only `STREAMED_ANNOTATIONS` pass (a claim's
+selected-node annotation is read into its message, never streamed as such).
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ class Converter:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
         keep_streamed_annotations(msg.annotations)
+        if pod.node_name:
+            drop_placed_images(msg)
         fingerprint = _fingerprint(msg)
         carrier = None
         if not pod.node_name and not pod.deleting and tracing.enabled():
@@ -131,6 +133,36 @@ class Converter:
             uid=str(obj["metadata"].get("uid") or ""),
             resource_version=msg.resource_version,
             body=ring.encode_body(msg, observed_at=now),
+        )
+
+    def namespace(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        """A Namespace's name and labels (InterPodAffinity's namespaceSelector); an update
+        that changes neither (status, annotations, finalizers) is absorbed."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            log.error("skipping Namespace without a name")
+            return None
+        if labels is not None and not (
+            isinstance(labels, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
+            log.error(
+                "skipping Namespace %s: metadata.labels is not a map of strings", meta["name"]
+            )
+            return None
+        msg = types_pb2.Namespace(
+            name=meta["name"],
+            labels=labels or {},
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+        return ring.Entry(
+            kind=ring.NAMESPACE,
+            key=msg.name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=msg.resource_version,
+            body=ring.encode_body(msg, observed_at=now),
+            fingerprint=_fingerprint(msg),
         )
 
     # ---- storage: claims, volumes, classes, CSINodes (the volume plugins) ----------------
@@ -182,6 +214,15 @@ def _storage_entry(
         body=ring.encode_body(msg, observed_at=now),
         fingerprint=_fingerprint(msg),
     )
+
+
+def drop_placed_images(msg: types_pb2.Pod) -> None:
+    """Clears, in place, the images of a placed pod: ImageLocality reads only the images of
+    the pod being placed, so a running pod's image (which `kubectl set image` changes)
+    neither rides on the stream nor makes an update the scheduler must take."""
+    for container in (*msg.containers, *msg.init_containers):
+        container.ClearField("image")
+    msg.ClearField("image_volumes")
 
 
 def keep_streamed_annotations(annotations: MutableMapping[str, str]) -> None:

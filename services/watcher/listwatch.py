@@ -1,5 +1,6 @@
-"""List+watch of Nodes, Pods, PodDisruptionBudgets and storage (PersistentVolumeClaims,
-PersistentVolumes, StorageClasses, CSINodes) against the API server, into a hub.
+"""List+watch of Nodes, Pods, PodDisruptionBudgets, Namespaces and storage
+(PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes) against the API
+server, into a hub.
 
 Called by `services.watcher.main`. Talks raw HTTP through an aiohttp session to the one
 `splitsched.runtime.kubeclient.KubeEndpoint` (kubeconfig or in-cluster: TLS, token,
@@ -53,11 +54,11 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Resource:
-    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets, ...
-    kind: str  # ring.NODE / POD / PDB / PVC / PV / STORAGE_CLASS / CSI_NODE
+    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets, namespaces, ...
+    kind: str  # ring.NODE / POD / PDB / NAMESPACE / PVC / PV / STORAGE_CLASS / CSI_NODE
     path: str
     params: tuple[tuple[str, str], ...] = ()
-    namespaced: bool = True  # keyed "namespace/name" in the hub (else by name)
+    namespaced: bool = True  # objects are keyed "namespace/name", else "name"
 
 
 NODES = Resource("nodes", ring.NODE, "/api/v1/nodes", namespaced=False)
@@ -68,6 +69,7 @@ PODS = Resource(
     (("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"),),
 )
 PDBS = Resource("poddisruptionbudgets", ring.PDB, "/apis/policy/v1/poddisruptionbudgets")
+NAMESPACES = Resource("namespaces", ring.NAMESPACE, "/api/v1/namespaces", namespaced=False)
 #: What the volume plugins read.
 STORAGE = (
     Resource("persistentvolumeclaims", ring.PVC, "/api/v1/persistentvolumeclaims"),
@@ -113,6 +115,7 @@ class Reflector:
             ring.NODE: converter.node,
             ring.POD: converter.pod,
             ring.PDB: converter.pdb,
+            ring.NAMESPACE: converter.namespace,
             ring.PVC: converter.pvc,
             ring.PV: converter.pv,
             ring.STORAGE_CLASS: converter.storage_class,

@@ -41,6 +41,7 @@ from splitsched.core.results import (
     WaitInfo,
     format_summary,
     rejected_by_status,
+    scheduler_error,
 )
 from splitsched.core.scorememo import RawScores, ScoreMemo
 
@@ -271,6 +272,9 @@ class FrameworkAlgorithm:
             status = pre.pre_score(state, pod, self.table, rows)
             if status.code is framework.Code.SKIP:
                 state.skip_score.add(pre.name)
+            elif status.code is framework.Code.ERROR:
+                error = f'running PreScore plugin "{pre.name}": {"; ".join(status.reasons)}'
+                return ScoredNodes(rows=rows, total=total, per_plugin={}, error=error)
         active = [e for e in profile.score if e.plugin.name not in state.skip_score]
         memo = self._score_memo(profile, state, pod, active)
         for entry in active:
@@ -366,6 +370,9 @@ class FrameworkAlgorithm:
         self.observer.score_started(pod)
         scored = self.score(profile, state, pod, feasible)
         self.observer.score_finished(pod)
+        if scored.error:
+            wait = scheduler_error("PreScore", scored.error, self.table.n)
+            return ScheduleResult(wait=wait, state=state)
         pick = self._select(scored)
         node = self.table.names[int(feasible[pick])]
         return ScheduleResult(
@@ -379,7 +386,8 @@ class FrameworkAlgorithm:
             return None
         mask, _ = self._filter(profile, state, pod, None)
         rows = np.flatnonzero(mask)
-        return self.score(profile, state, pod, rows) if rows.size else None
+        scored = self.score(profile, state, pod, rows) if rows.size else None
+        return None if scored is None or scored.error else scored
 
     # ---- committing a decision, and the one way back -------------------------------------
     def assume(
@@ -465,8 +473,7 @@ class FrameworkAlgorithm:
         return self.cache.forget(uid)
 
     def prebind_volumes(self, uid: str) -> tuple[storage.VolumeBinding, ...]:
-        """The volume writes the binder makes before binding the assumed pod, as its
-        Reserve plugins left them (`framework.PREBIND_VOLUMES`)."""
+        """The binder's volume writes for the assumed pod (`framework.PREBIND_VOLUMES`)."""
         held = self._reservations.get(uid)
         return (held.state.read(framework.PREBIND_VOLUMES) or ()) if held else ()
 

@@ -48,8 +48,9 @@ def build(
 def split_pods(
     pods: Sequence[models.Pod], *, scheduler_names: set[str], all_pending: bool, default: str
 ) -> tuple[list[models.Pod], list[models.Pod]]:
-    """(bound, pending-for-us). Terminal pods hold nothing and are dropped; with
-    `all_pending`, pending pods of any schedulerName are scheduled with `default`."""
+    """(bound, pending-for-us). Terminal pods hold nothing and are dropped, and so are
+    gated pods (the scheduler never tries them); with `all_pending`, pending pods of any
+    schedulerName are scheduled with `default`."""
     bound: list[models.Pod] = []
     pending: list[models.Pod] = []
     for pod in pods:
@@ -57,6 +58,8 @@ def split_pods(
             continue
         if pod.node_name:
             bound.append(pod)
+        elif pod.scheduling_gates:
+            continue
         elif pod.scheduler_name in scheduler_names:
             pending.append(pod)
         elif all_pending:

@@ -52,6 +52,10 @@ def explain_pod(algo: FrameworkAlgorithm, pod: models.Pod) -> Explanation:
                     first_counts.update(rs)
                 mask[kept.rows] = False
     feasible = np.flatnonzero(mask)
+    if feasible.size > 1:  # the cycle would score, and a PreScore error stops it
+        error = algo.score(profile, state, pod, feasible).error
+        if error:
+            return Explanation(pod, n, feasible, rejections, error, False, pod_error=error)
     summary = (
         f"{feasible.size}/{n} nodes are available."
         if feasible.size

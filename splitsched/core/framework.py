@@ -94,6 +94,8 @@ class ClusterEvent(enum.Enum):
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     # A pending pod joined a pod group (gang): waiting members may now reach minMember.
     POD_GROUP_MEMBER_ADD = "PodGroupMemberAdd"
+    # A namespace came, went or changed its labels: namespaceSelectors may match differently.
+    NAMESPACE_CHANGE = "NamespaceChange"
     # Storage (the volume plugins).
     PVC_ADD = "PersistentVolumeClaimAdd"
     PVC_UPDATE = "PersistentVolumeClaimUpdate"

@@ -73,8 +73,10 @@ class NodeTable:
         # position of touch_log[0]; old entries are dropped in halves.
         self.touch_log: list[int] = []
         self.touch_base = 0
-        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
+        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name), and
+        # each namespace's labels by name (InterPodAffinity's namespaceSelector).
         self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
         # ... and storage (claims, volumes, classes, CSINodes), with the pods using volumes.
         self.storage = StorageView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
@@ -166,8 +168,8 @@ class NodeTable:
         self.nodes[row] = node
         self._write_node(row, node)
         self._touch(row)
-        if old.labels != node.labels or old.taints != node.taints:
-            self.spec_version += 1  # the memoised label and taint indexes are stale
+        if old.labels != node.labels or old.taints != node.taints or old.images != node.images:
+            self.spec_version += 1  # the memoised label, taint and image indexes are stale
 
     def remove_node(self, name: str) -> list[models.Pod]:
         """Remove a node's row; returns the pods that were counted on it."""
@@ -398,6 +400,29 @@ class NodeTable:
         for row, node in enumerate(self.nodes):
             ids[row] = groups.setdefault(node.taints, len(groups))
         result = (ids, list(groups))
+        self._memo[memo_key] = result
+        return result
+
+    def image_index(self) -> Mapping[str, tuple[IntArray, IntArray]]:
+        """Per image name any node reports (status.images): the rows holding it and the
+        size each of those nodes reports. A node listing a name twice counts once, with
+        its first size. Empty while no node reports images."""
+        memo_key: tuple[object, ...] = ("images",)
+        hit = self._memo_get(memo_key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        for row, node in enumerate(self.nodes):
+            for image in node.images:
+                for name in image.names:
+                    rows, sizes = held.setdefault(name, ([], []))
+                    if not rows or rows[-1] != row:
+                        rows.append(row)
+                        sizes.append(image.size_bytes)
+        result = {
+            name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
+            for name, (rows, sizes) in held.items()
+        }
         self._memo[memo_key] = result
         return result
 

@@ -11,7 +11,10 @@ Every tracked pod is in exactly one place:
 - backoff: waiting out `initial_backoff * 2**(attempts-1)` (capped) after a failure;
 - unschedulable: rejected by plugins, parked until a cluster event that one of those plugins
   cares about arrives, or until `max_unschedulable_duration` passes;
-- in flight: popped and being scheduled.
+- in flight: popped and being scheduled;
+- gated: its `scheduling_gates` are not all removed yet (kube-scheduler's PreEnqueue
+  SchedulingGates plugin keeps it out of every queue it pops from). Never popped and never
+  moved by cluster events or timeouts: only an update without gates sends it to active.
 
 Arrival is a sequence number taken whenever kube-scheduler would refresh the pod's queue
 timestamp (first add, and each return after a failed attempt), so ordering is
@@ -34,8 +37,9 @@ ACTIVE = "active"
 BACKOFF = "backoff"
 UNSCHEDULABLE = "unschedulable"
 IN_FLIGHT = "in_flight"
+GATED = "gated"
 DROPPED = "dropped"
-_PLACES = (ACTIVE, BACKOFF, UNSCHEDULABLE, IN_FLIGHT)
+_PLACES = (ACTIVE, BACKOFF, UNSCHEDULABLE, IN_FLIGHT, GATED)
 
 
 class QueueError(Exception):
@@ -203,6 +207,13 @@ class SchedulingQueue:
         entry.flight_pod_changed = False
         self._in_flight[entry.pod.uid] = entry
 
+    def _set_gated(self, entry: _Entry) -> str:
+        """Out of every queue until its gates are removed (no heap item, no event)."""
+        self._leave(entry)
+        entry.place = GATED
+        self._counts[GATED] += 1
+        return GATED
+
     def _live(self, place: str, token: int, uid: str) -> _Entry | None:
         entry = self._entries.get(uid)
         if entry is None or entry.place != place or entry.token != token:
@@ -244,14 +255,18 @@ class SchedulingQueue:
 
     # ---- pending pods from the watch -----------------------------------------------------
     def add(self, pod: models.Pod) -> None:
-        """A new pending pod: straight to active. A pod already tracked is updated."""
+        """A new pending pod: straight to active, or gated while it has scheduling gates.
+        A pod already tracked is updated."""
         if pod.uid in self._entries:
             self.update(pod)
             return
         self._deleted_in_flight.discard(pod.uid)
         entry = _Entry(pod, now=self._clock.now(), seq=self._next_seq())
         self._entries[pod.uid] = entry
-        self._push_active(entry)
+        if pod.scheduling_gates:
+            self._set_gated(entry)
+        else:
+            self._push_active(entry)
 
     def update(self, pod: models.Pod) -> None:
         """Replace the pod wherever it is. In active or backoff it keeps its place (active
@@ -264,7 +279,9 @@ class SchedulingQueue:
             return
         old = entry.pod
         entry.pod = pod
-        if entry.place == ACTIVE:
+        if entry.place == GATED or pod.scheduling_gates:
+            self._update_gated(entry)
+        elif entry.place == ACTIVE:
             if old.priority != pod.priority:
                 self._push_active(entry)
         elif entry.place == UNSCHEDULABLE:
@@ -272,6 +289,19 @@ class SchedulingQueue:
                 self._requeue(entry, self._clock.now())
         elif entry.place == IN_FLIGHT and _scheduling_spec_changed(old, pod):
             entry.flight_pod_changed = True
+
+    def _update_gated(self, entry: _Entry) -> None:
+        """A gated pod whose last gate was removed goes to active (kube-scheduler's
+        SchedulingGates queueing hint: Queue; it has no backoff to serve, and keeps its
+        place in line from when it was added). A tracked pod that gained gates (the API
+        server forbids it) is gated, or on its return if in flight."""
+        if entry.place == IN_FLIGHT:
+            entry.flight_pod_changed = True
+        elif entry.pod.scheduling_gates:
+            if entry.place != GATED:
+                self._set_gated(entry)
+        else:
+            self._requeue(entry, self._clock.now())
 
     def delete(self, uid: str) -> bool:
         """The pod was deleted or got assigned by someone else: stop tracking it. A pod in
@@ -352,6 +382,8 @@ class SchedulingQueue:
         entry = self._take_back_failed(qp, plugins=plugins, events=events)
         if entry is None:
             return DROPPED
+        if entry.pod.scheduling_gates:
+            return self._set_gated(entry)
         if not plugins or entry.flight_pod_changed or (entry.flight_events & events):
             return self._requeue(entry, entry.enqueued_at)
         self._push_unschedulable(entry)
@@ -363,6 +395,8 @@ class SchedulingQueue:
         entry = self._take_back_failed(qp, plugins=frozenset(), events=frozenset())
         if entry is None:
             return DROPPED
+        if entry.pod.scheduling_gates:
+            return self._set_gated(entry)
         return self._requeue(entry, entry.enqueued_at)
 
     def done(self, uid: str) -> bool:
@@ -421,7 +455,8 @@ class SchedulingQueue:
         return entry.snapshot() if entry is not None else None
 
     def place_of(self, uid: str) -> str | None:
-        """ "active", "backoff", "unschedulable", "in_flight", or None if not tracked."""
+        """ "active", "backoff", "unschedulable", "in_flight", "gated", or None if not
+        tracked."""
         entry = self._entries.get(uid)
         return entry.place if entry is not None else None
 
@@ -432,8 +467,9 @@ class SchedulingQueue:
         return len(self._entries)
 
     def pending_pods(self) -> Iterator[QueuedPod]:
-        """Pods waiting in active, backoff or the unschedulable pool (not those in flight),
-        as kube-scheduler's PendingPods lists them."""
+        """Pods waiting in active, backoff or the unschedulable pool: not those in flight,
+        nor the gated ones, which cannot be placed yet (kube-scheduler's PendingPods lists
+        those too)."""
         for entry in list(self._entries.values()):
-            if entry.place != IN_FLIGHT:
+            if entry.place != IN_FLIGHT and entry.place != GATED:
                 yield entry.snapshot()

@@ -16,9 +16,8 @@ from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 
-from splitsched.runtime import grpcguard
+from splitsched.runtime import grpcguard, reflection
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
@@ -183,9 +182,7 @@ async def serve(
         add(servicer, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*service_names, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    reflection.enable(server, (*service_names, health.SERVICE_NAME))
     if tls is None:
         port = server.add_insecure_port(listen)
     else:

@@ -7,8 +7,10 @@ standard variables configure it (read by the SDK where it can):
   `otlp` is used if `OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is
   set, and tracing stays OFF otherwise (no provider, no exporter thread, and the services
   skip span building: `enabled()` is one attribute read).
-* `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`: `grpc` or `http/protobuf` (the spec's default);
-  endpoint, headers, timeout, compression: the exporters read their own variables.
+* `OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`: `grpc` or `http/protobuf` (the spec's default;
+  but unset with an endpoint on port 4317, OTLP/gRPC's port, it is `grpc`, with a warning:
+  HTTP to a gRPC port loses every span); endpoint, headers, timeout, compression: the
+  exporters read their own variables.
 * `OTEL_SERVICE_NAME` (default `splitsched-<component>`), `OTEL_RESOURCE_ATTRIBUTES`,
   `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` (default `parentbased_always_on`),
   `OTEL_BSP_*` (batching), `OTEL_PROPAGATORS` (default W3C tracecontext + baggage),
@@ -40,6 +42,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +54,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 log = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOL = "http/protobuf"
+OTLP_GRPC_PORT, OTLP_HTTP_PORT = 4317, 4318
 SCOPE = "splitsched"
 
 
@@ -89,11 +93,46 @@ def exporters_from_env(environ: Mapping[str, str]) -> list[str]:
 
 
 def protocol_from_env(environ: Mapping[str, str]) -> str:
+    """The protocol asked for; when none is, gRPC for an endpoint on OTLP/gRPC's port 4317
+    (HTTP, the spec's default, would silently lose every span there), else the default."""
+    explicit = _explicit_protocol(environ)
+    if explicit:
+        return explicit
+    return "grpc" if _endpoint_port(environ) == OTLP_GRPC_PORT else DEFAULT_PROTOCOL
+
+
+def protocol_warning(environ: Mapping[str, str]) -> str | None:
+    """What to tell the operator when the protocol and the endpoint's port disagree, or
+    when the protocol was chosen from the port."""
+    port, explicit = _endpoint_port(environ), _explicit_protocol(environ)
+    if port == OTLP_GRPC_PORT and not explicit:
+        return (
+            "OTEL_EXPORTER_OTLP_ENDPOINT is on port 4317 (OTLP/gRPC) and no "
+            "OTEL_EXPORTER_OTLP_PROTOCOL is set: using grpc"
+        )
+    if port == OTLP_GRPC_PORT and explicit.startswith("http"):
+        return f"OTLP protocol {explicit} on port 4317 (OTLP/gRPC's port): spans may be lost"
+    if port == OTLP_HTTP_PORT and explicit == "grpc":
+        return "OTLP protocol grpc on port 4318 (OTLP/HTTP's port): spans may be lost"
+    return None
+
+
+def _explicit_protocol(environ: Mapping[str, str]) -> str:
     return (
         environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
         or environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
-        or DEFAULT_PROTOCOL
+        or ""
     ).strip()
+
+
+def _endpoint_port(environ: Mapping[str, str]) -> int | None:
+    endpoint = environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT", ""
+    )
+    try:
+        return urllib.parse.urlsplit(endpoint.strip()).port
+    except ValueError:
+        return None
 
 
 def _exporter(name: str, environ: Mapping[str, str]) -> Any:
@@ -144,6 +183,8 @@ def setup(component: str, *, exporter: Any = None) -> bool:
         trace.set_tracer_provider(provider)
     _state.provider = provider
     _state.tracer = provider.get_tracer(SCOPE)
+    if exporter is None and (warning := protocol_warning(environ)):
+        log.warning("tracing: %s", warning)
     if exporter is None:
         log.info(
             "tracing on: exporters %s, protocol %s, service %s",

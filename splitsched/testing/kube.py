@@ -14,7 +14,7 @@ the official ``kubernetes`` client with plain dict manifests:
 * ``bind_pod`` POSTs a ``Binding`` (the client cannot decode that response, so it is read raw);
 * ``service_account_kubeconfig`` writes a kubeconfig for a ServiceAccount with exactly the
   RBAC rules given, using a TokenRequest token (``splitsched.testing.serviceaccounts``);
-* ``create_priority_classes`` / ``create_pdb_allowing_no_disruption`` set up preemption
+* ``create_priority_classes`` / ``create_pdb`` set up preemption
   tests (the PDB with the status a disruption controller would publish: none runs here).
 """
 
@@ -56,7 +56,7 @@ __all__ = [
     "bind_pod",
     "create_kwok_nodes",
     "create_namespace",
-    "create_pdb_allowing_no_disruption",
+    "create_pdb",
     "create_pods",
     "create_priority_classes",
     "delete_namespace",
@@ -70,6 +70,7 @@ __all__ = [
     "service_account_kubeconfig",
     "wait_for",
     "wait_nodes_ready",
+    "wait_pdb_observed",
 ]
 
 
@@ -304,14 +305,20 @@ def delete_priority_classes(api: client.ApiClient, names: Mapping[str, str]) -> 
         sched.delete_priority_class(name)
 
 
-def create_pdb_allowing_no_disruption(
-    api: client.ApiClient, *, namespace: str, name: str, spec: Manifest
+def create_pdb(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    spec: Manifest,
+    allowed: int | None = None,
+    timeout: float = 30.0,
 ) -> None:
-    """A PodDisruptionBudget (`spec`: its selector and minAvailable or maxUnavailable) and
-    the status a disruption controller would compute for one healthy pod and no disruption
-    allowed: no controller runs here, and the Eviction API reads that status."""
-    policy = client.PolicyV1Api(api)
-    policy.create_namespaced_pod_disruption_budget(
+    """A PodDisruptionBudget (`spec`: its selector and minAvailable or maxUnavailable);
+    returns once kube-controller-manager's disruption controller has computed its status
+    (the Eviction API refuses evictions under a PDB it has not observed), and, with
+    ``allowed``, once that status allows exactly that many disruptions."""
+    client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(
         namespace,
         {
             "apiVersion": "policy/v1",
@@ -320,19 +327,30 @@ def create_pdb_allowing_no_disruption(
             "spec": spec,
         },
     )
-    policy.patch_namespaced_pod_disruption_budget_status(
-        name,
-        namespace,
-        {
-            "status": {
-                "disruptionsAllowed": 0,
-                "currentHealthy": 1,
-                "desiredHealthy": 1,
-                "expectedPods": 1,
-                "observedGeneration": 1,
-            }
-        },
-    )
+    wait_pdb_observed(api, namespace=namespace, name=name, allowed=allowed, timeout=timeout)
+
+
+def wait_pdb_observed(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    allowed: int | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """Wait until the disruption controller has observed the PDB's current generation
+    (and, with ``allowed``, computed that many allowed disruptions)."""
+    policy = client.PolicyV1Api(api)
+
+    def observed() -> bool:
+        pdb = policy.read_namespaced_pod_disruption_budget(name, namespace)
+        status = pdb.status
+        if status is None or (status.observed_generation or 0) < pdb.metadata.generation:
+            return False
+        return allowed is None or status.disruptions_allowed == allowed
+
+    wanted = "observed" if allowed is None else f"allowing {allowed} disruption(s)"
+    wait_for(observed, timeout=timeout, message=f"PDB {namespace}/{name} {wanted}")
 
 
 # -- internals -----------------------------------------------------------------------------

@@ -138,7 +138,7 @@ def delete_priority_classes(api: client.ApiClient, names: Mapping[str, str]) -> 
 
 def create_guard_pdb(api: client.ApiClient, namespace: str) -> None:
     """A PDB over the guarded fillers that allows no disruption."""
-    kube.create_pdb_allowing_no_disruption(
+    kube.create_pdb(
         api,
         namespace=namespace,
         name=GUARD_PDB,

@@ -41,7 +41,11 @@ from splitsched.testing import certs, controlplane, kube
 
 # The rights each component needs, and nothing more. The Helm chart grants the same.
 WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["nodes", "pods", "namespaces"],
+        "verbs": ["get", "list", "watch"],
+    },
     {
         "apiGroups": ["policy"],
         "resources": ["poddisruptionbudgets"],
@@ -64,6 +68,12 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+    # The volume step before a Binding: a PV's claimRef, a claim's selected-node.
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumes", "persistentvolumeclaims"],
+        "verbs": ["get", "patch"],
+    },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 )
 

@@ -8,7 +8,8 @@ leaves them (the volume's claimRef with the claim's uid, the claim's volumeName 
 bind-completed annotation, both phases Bound), with merge patches, so it agrees with a PV
 controller doing the same at the same time; ``cleanup`` deletes what a test made, its
 protection finalizers first (the StorageObjectInUseProtection admission plugin adds them,
-and without kube-controller-manager nothing would remove them).
+and they hold the objects until kube-controller-manager's protection controllers see no
+pod using them).
 """
 
 from __future__ import annotations
@@ -57,9 +58,11 @@ def make_pv(
     node_affinity: Mapping[str, Sequence[str]] | None = None,
     labels: Mapping[str, str] | None = None,
     csi_driver: str = "",
+    claim_ref: tuple[str, str] | None = None,
 ) -> Manifest:
     """A volume: a CSI one when `csi_driver` is given, else a hostPath one; `node_affinity`
-    requires each key In its values."""
+    requires each key In its values; `claim_ref` (namespace, name) pre-binds it to a claim,
+    so the PV controller binds that claim and no other to it."""
     source: Manifest = (
         {"csi": {"driver": csi_driver, "volumeHandle": f"handle-{name}"}}
         if csi_driver
@@ -72,6 +75,9 @@ def make_pv(
         "storageClassName": storage_class,
         **source,
     }
+    if claim_ref is not None:
+        spec["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                            "namespace": claim_ref[0], "name": claim_ref[1]}  # fmt: skip
     if node_affinity:
         expressions = [
             {"key": k, "operator": "In", "values": list(v)} for k, v in node_affinity.items()

@@ -3,7 +3,9 @@
 isort:skip_file
 The binder: stateless replicas that perform every write the scheduler decides. The
 scheduler holds no Kubernetes credentials; binders hold only create pods/binding,
-patch pods/status, create events and create pods/eviction.
+patch pods/status, create events, create pods/eviction, and get/patch on
+persistentvolumes and persistentvolumeclaims (the volume step), besides get on pods and
+nodes.
 """
 
 from collections import abc as _abc
@@ -83,7 +85,12 @@ class BindRequest(_message.Message):
     def volume_bindings(self) -> _containers.RepeatedCompositeFieldContainer[Global___VolumeBinding]:
         """The volume step before the Binding (kube-scheduler's VolumeBinding PreBind): bind each
         claim to its chosen PV, or mark it for provisioning on the node, and wait until the PV
-        controller reports every claim Bound.
+        controller reports every claim Bound. Only the claims the pod mounts, in its
+        namespace, each PV once. A failure ends the decision without a Binding: FAILED (or
+        DEADLINE_EXCEEDED when the claims were not bound before the deadline) with a message
+        "volume binding failed (<reason>): ..." (docs/binder.md lists the reasons); nothing is
+        rolled back, as in kube-scheduler. Idempotent: a claim already bound, or a PV already
+        claimed, as decided is not written again.
         """
 
     def __init__(

@@ -3,7 +3,9 @@
 isort:skip_file
 The binder: stateless replicas that perform every write the scheduler decides. The
 scheduler holds no Kubernetes credentials; binders hold only create pods/binding,
-patch pods/status, create events and create pods/eviction.
+patch pods/status, create events, create pods/eviction, and get/patch on
+persistentvolumes and persistentvolumeclaims (the volume step), besides get on pods and
+nodes.
 """
 
 from collections import abc as _abc

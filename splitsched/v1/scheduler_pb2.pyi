@@ -356,7 +356,7 @@ class PodStatus(_message.Message):
     """the profile that schedules it"""
     priority: _builtins.int
     queue: _builtins.str
-    """where it waits: active | backoff | unschedulable | "" (not queued)"""
+    """where it waits: active | backoff | unschedulable | gated | "" (not queued)"""
     group: _builtins.str
     """its gang (pod group) name, if any"""
     @_builtins.property

@@ -122,11 +122,12 @@ def test_pdb_steers_the_choice_and_never_policy_does_not_preempt(
         other_node = kube.wait_for(
             lambda: node_of(kube_api, namespace, "other"), timeout=60, message="bound"
         )
-        kube.create_pdb_allowing_no_disruption(
+        kube.create_pdb(
             kube_api,
             namespace=namespace,
             name="db",
             spec={"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+            allowed=0,
         )
         time.sleep(1)
         polite = pod_on_pool("polite", pool, "2", priority_class_name=priority_classes["polite"])

@@ -8,11 +8,12 @@ pending until the first is gone; a CSINode limit of 2 volumes is never exceeded;
 says why each pod waits.
 
 Each scenario runs twice on the same control plane: once for splitsched, once for a
-kube-scheduler started here as a peer (its own schedulerName, its own claims and volumes,
+kube-scheduler peer (`kube_scheduler`, its own schedulerName, its own claims and volumes,
 and for the CSINode limits its own two nodes), and both must end the same, with the same
 FailedScheduling message up to kube's " preemption: ..." tail, which splitsched does not
-write. No kube-controller-manager runs, so the test binds claims as the PV controller
-would (`splitsched.testing.storage.bind`).
+write. kube-controller-manager's PV controller runs; the test also binds its pre-bound
+claims itself (`splitsched.testing.storage.bind`, the controller's own writes), so no
+scenario waits on the controller's timing.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import grpc
 import pytest
 from kubernetes import client
 
-from bench.sidebyside.contenders import KubeScheduler
 from splitsched.testing import kube, stack
 from splitsched.testing import storage as st
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
@@ -34,28 +34,7 @@ from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 pytestmark = pytest.mark.e2e
 
 SPLITSCHED = kube.DEFAULT_SCHEDULER_NAME
-KUBE = "e2e-kube-storage"
 CSI_DRIVER = "e2e.csi.example.com"
-
-
-@pytest.fixture(scope="module")
-def kube_peer(
-    control_plane: Any, running_stack: stack.Stack, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """kube-scheduler, default profile, serving schedulerName KUBE next to the stack."""
-    peer = KubeScheduler(
-        "kube-storage",
-        kubeconfig=control_plane.kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("kube-peer"),
-        qps=None,
-        burst=None,
-    )
-    peer.scheduler_name = KUBE
-    peer.start(timeout=90)
-    try:
-        yield KUBE
-    finally:
-        peer.stop()
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +75,9 @@ class Objects:
 
 
 @pytest.fixture
-def objects(kube_api: client.ApiClient, namespace: str) -> Iterator[Objects]:
+def objects(
+    kube_api: client.ApiClient, namespace: str, running_stack: stack.Stack
+) -> Iterator[Objects]:
     made = Objects(kube_api, namespace)
     try:
         yield made
@@ -171,13 +152,13 @@ def wait_message(api: client.ApiClient, namespace: str, name: str) -> str:
 
 
 def test_pods_whose_zonal_volume_is_bound_land_in_its_zone(
-    kube_api: client.ApiClient, objects: Objects, kube_peer: str
+    kube_api: client.ApiClient, objects: Objects, kube_scheduler: str
 ) -> None:
     zone_of = {
         n.metadata.name: n.metadata.labels.get(st.ZONE)
         for n in client.CoreV1Api(kube_api).list_node().items
     }
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
         pv = objects.create(
             st.make_pv(
                 objects.name(f"zonal-{scheduler}"),
@@ -201,13 +182,13 @@ def test_pods_whose_zonal_volume_is_bound_land_in_its_zone(
 def test_an_unbound_immediate_claim_waits_with_kubes_message_then_binds(
     kube_api: client.ApiClient,
     objects: Objects,
-    kube_peer: str,
+    kube_scheduler: str,
     explain: Callable[[str, str], str],
 ) -> None:
     ns = objects.namespace
     immediate = objects.create(st.make_storage_class(objects.name("immediate"), mode=st.IMMEDIATE))
     messages: dict[str, list[str]] = {}
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
         claim = objects.create(st.make_pvc(f"later-{scheduler}", storage_class=immediate))
         missing = objects.create(
             st.make_pvc(f"nowhere-{scheduler}", storage_class=objects.name("no-such-class"))
@@ -220,15 +201,18 @@ def test_an_unbound_immediate_claim_waits_with_kubes_message_then_binds(
         ]
     ours = messages[SPLITSCHED]
     assert ours[0].endswith(": pod has unbound immediate PersistentVolumeClaims."), ours[0]
-    assert ours == [ours[0], ours[0]] == messages[kube_peer]
+    assert ours == [ours[0], ours[0]] == messages[kube_scheduler]
     assert comparable(explain(ns, f"waits-{SPLITSCHED}")) == ours[0]
     # Bound (by hand, as the PV controller would): both schedulers place the pod now.
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
+        claim = f"later-{scheduler}"
         pv = objects.create(
-            st.make_pv(objects.name(f"static-{scheduler}"), storage_class=immediate)
+            st.make_pv(
+                objects.name(f"static-{scheduler}"), storage_class=immediate, claim_ref=(ns, claim)
+            )
         )
-        st.bind(kube_api, namespace=ns, claim=f"later-{scheduler}", volume=pv)
-    wait_bound(kube_api, ns, [f"waits-{SPLITSCHED}", f"waits-{kube_peer}"])
+        st.bind(kube_api, namespace=ns, claim=claim, volume=pv)
+    wait_bound(kube_api, ns, [f"waits-{SPLITSCHED}", f"waits-{kube_scheduler}"])
     assert not node_of(kube_api, ns, f"bad-class-{SPLITSCHED}")
 
 
@@ -238,12 +222,12 @@ def test_an_unbound_immediate_claim_waits_with_kubes_message_then_binds(
 def test_a_readwriteoncepod_claim_in_use_keeps_a_second_pod_pending(
     kube_api: client.ApiClient,
     objects: Objects,
-    kube_peer: str,
+    kube_scheduler: str,
     explain: Callable[[str, str], str],
 ) -> None:
     ns = objects.namespace
     messages = {}
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
         pv = objects.create(
             st.make_pv(objects.name(f"solo-{scheduler}"), access_modes=["ReadWriteOncePod"])
         )
@@ -260,26 +244,26 @@ def test_a_readwriteoncepod_claim_in_use_keeps_a_second_pod_pending(
         "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
         "already in-use by another pod" in ours
     ), ours
-    assert ours == messages[kube_peer]
+    assert ours == messages[kube_scheduler]
     assert comparable(explain(ns, f"second-{SPLITSCHED}")) == ours
     # The first pod gone, the claim is free: the second takes it.
     core = client.CoreV1Api(kube_api)
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
         core.delete_namespaced_pod(f"first-{scheduler}", ns, grace_period_seconds=0)
-    wait_bound(kube_api, ns, [f"second-{SPLITSCHED}", f"second-{kube_peer}"])
+    wait_bound(kube_api, ns, [f"second-{SPLITSCHED}", f"second-{kube_scheduler}"])
 
 
 # ---- CSINode limits --------------------------------------------------------------------------
 
 
 def test_a_csinode_limit_of_2_is_never_exceeded(
-    kube_api: client.ApiClient, objects: Objects, kube_peer: str, e2e_nodes: list[str]
+    kube_api: client.ApiClient, objects: Objects, kube_scheduler: str, e2e_nodes: list[str]
 ) -> None:
     """Five pods, each with its own CSI volume, on two nodes that attach two each: four
     run, two per node, and the fifth waits because the nodes "exceed max volume count"."""
     ns = objects.namespace
     large = [n for n in e2e_nodes if "-large-zone-a-" in n]
-    node_sets = {SPLITSCHED: large[:2], kube_peer: large[2:4]}
+    node_sets = {SPLITSCHED: large[:2], kube_scheduler: large[2:4]}
     messages = {}
     for scheduler, nodes in node_sets.items():
         for node in nodes:
@@ -319,20 +303,20 @@ def test_a_csinode_limit_of_2_is_never_exceeded(
         messages[scheduler] = wait_message(kube_api, ns, waiting)
     ours = messages[SPLITSCHED]
     assert "2 node(s) exceed max volume count" in ours, ours
-    assert ours == messages[kube_peer]
+    assert ours == messages[kube_scheduler]
 
 
 # ---- a volume whose node affinity matches no node --------------------------------------------
 
 
 def test_a_volume_whose_node_affinity_matches_no_node(
-    kube_api: client.ApiClient, objects: Objects, kube_peer: str
+    kube_api: client.ApiClient, objects: Objects, kube_scheduler: str
 ) -> None:
     """Its zone is no node's: the pod waits, in kube's words. (The API server refuses the
     malformed node affinities; unit tests feed those to the scheduler.)"""
     ns = objects.namespace
     messages = {}
-    for scheduler in (SPLITSCHED, kube_peer):
+    for scheduler in (SPLITSCHED, kube_scheduler):
         pv = objects.create(
             st.make_pv(objects.name(f"odd-{scheduler}"), node_affinity={st.ZONE: ["zone-nowhere"]})
         )
@@ -341,7 +325,7 @@ def test_a_volume_whose_node_affinity_matches_no_node(
         objects.create(pod(f"odd-{scheduler}", scheduler, [claim]))
         messages[scheduler] = wait_message(kube_api, ns, f"odd-{scheduler}")
     assert "node(s) didn't match PersistentVolume's node affinity" in messages[SPLITSCHED]
-    assert messages[SPLITSCHED] == messages[kube_peer]
+    assert messages[SPLITSCHED] == messages[kube_scheduler]
 
 
 def test_the_stack_stays_up(running_stack: stack.Stack) -> None:

@@ -7,12 +7,10 @@ pods/status, get pods, create events, create pods/binding) and reports to a fake
 a kwok node (kwok makes them Running and Ready); what the binder did is read back with the
 admin client.
 
-There is no kube-controller-manager here, so no disruption controller fills in the
-PodDisruptionBudget's status, and the Eviction API refuses every eviction of a pod under a
-PDB whose status has not been observed ("still being processed"). The test plays the
-disruption controller: it writes the PDB's status (``observedGeneration``,
-``disruptionsAllowed``, ``currentHealthy``, ``desiredHealthy``, ``expectedPods``) through the
-status subresource with the admin client.
+kube-controller-manager's disruption controller computes the PodDisruptionBudget's status
+from the pods it selects (only Ready pods count as healthy); the test waits for it before
+each preemption, because the Eviction API refuses evictions under a PDB whose status has not
+been observed ("still being processed").
 """
 
 from __future__ import annotations
@@ -30,12 +28,14 @@ from kubernetes.client.rest import ApiException
 from splitsched.testing.kube import (
     bind_pod,
     create_kwok_nodes,
+    create_pdb,
     create_pods,
     create_priority_classes,
     delete_nodes,
     delete_priority_classes,
     make_pod,
     wait_for,
+    wait_pdb_observed,
 )
 from splitsched.testing.stack import BINDER_RULES
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
@@ -96,21 +96,6 @@ def _gone_or_terminating(core: client.CoreV1Api, namespace: str, name: str) -> b
     return pod is None or pod.metadata.deletion_timestamp is not None
 
 
-def _set_pdb_status(
-    policy: client.PolicyV1Api, *, namespace: str, name: str, allowed: int, healthy: int
-) -> None:
-    """Do the disruption controller's job (there is none here): observe the PDB."""
-    pdb = policy.read_namespaced_pod_disruption_budget(name, namespace)
-    status = {
-        "observedGeneration": pdb.metadata.generation,
-        "disruptionsAllowed": allowed,
-        "currentHealthy": healthy,
-        "desiredHealthy": 1,
-        "expectedPods": healthy,
-    }
-    policy.patch_namespaced_pod_disruption_budget_status(name, namespace, {"status": status})
-
-
 def _preempt(
     b: BinderProcess, *, decision_id: str, namespace: str, preemptor: Any, node: str,
     victims: list[Any],
@@ -146,7 +131,6 @@ def test_preempt_nominates_evicts_and_respects_the_pdb(
     core_api: client.CoreV1Api, kube_api: client.ApiClient, namespace: str, node: str,
     binder: BinderProcess, high_class: str,
 ) -> None:  # fmt: skip
-    policy = client.PolicyV1Api(kube_api)
     create_pods(
         kube_api, namespace=namespace,
         pods=[make_pod("db-0", labels={"app": "db"}), make_pod("batch-0"),
@@ -159,14 +143,10 @@ def test_preempt_nominates_evicts_and_respects_the_pdb(
         lambda: all(_running_and_ready(core_api, namespace, v) for v in ("db-0", "batch-0")),
         message="victims Running and Ready",
     )
-    policy.create_namespaced_pod_disruption_budget(
-        namespace,
-        {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-         "metadata": {"name": "db-pdb"},
-         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}},
-    )  # fmt: skip
+    pdb_spec = {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}
+    # One Ready db pod and minAvailable 1: no disruption allowed.
+    create_pdb(kube_api, namespace=namespace, name="db-pdb", spec=pdb_spec, allowed=0)
     try:
-        _set_pdb_status(policy, namespace=namespace, name="db-pdb", allowed=0, healthy=1)
         db, batch = (core_api.read_namespaced_pod(n, namespace) for n in ("db-0", "batch-0"))
         high = core_api.read_namespaced_pod("high", namespace)
 
@@ -201,9 +181,12 @@ def test_preempt_nominates_evicts_and_respects_the_pdb(
             namespace, field_selector="involvedObject.name=db-0,reason=Preempted"
         ).items
 
-        # A second replica is Ready (as far as the PDB knows), so one disruption is allowed:
-        # db-0 goes; batch-0 is already gone (404).
-        _set_pdb_status(policy, namespace=namespace, name="db-pdb", allowed=1, healthy=2)
+        # A second replica runs and is Ready, so one disruption is allowed: db-0 goes;
+        # batch-0 is already gone (404).
+        create_pods(kube_api, namespace=namespace, pods=[make_pod("db-1", labels={"app": "db"})])
+        assert bind_pod(kube_api, namespace=namespace, pod="db-1", node=node) == 201
+        wait_for(lambda: _running_and_ready(core_api, namespace, "db-1"), message="db-1 Ready")
+        wait_pdb_observed(kube_api, namespace=namespace, name="db-pdb", allowed=1)
         done = _preempt(binder, decision_id="pre-2", namespace=namespace, preemptor=high,
                         node=node, victims=[db, batch])  # fmt: skip
         assert done.result == Outcome.BOUND, done.message
@@ -225,7 +208,7 @@ def test_preempt_nominates_evicts_and_respects_the_pdb(
             line = f'splitsched_binder_preemptions_total{{result="{result}"}}'
             assert _metric(binder, line) == 1
     finally:
-        policy.delete_namespaced_pod_disruption_budget("db-pdb", namespace)
+        client.PolicyV1Api(kube_api).delete_namespaced_pod_disruption_budget("db-pdb", namespace)
 
 
 def test_a_victim_not_lower_than_its_preemptor_is_refused_and_keeps_running(

@@ -647,6 +647,10 @@ def test_chart_service_accounts_have_least_privilege(
         ("create", "events"),
         ("create", "events.k8s.io:events"),
         ("patch", "events.k8s.io:events"),
+        ("get", "persistentvolumes"),
+        ("patch", "persistentvolumes"),
+        ("get", "persistentvolumeclaims"),
+        ("patch", "persistentvolumeclaims"),
     ]:
         assert can(binder, verb, resource, namespace=ns), f"binder cannot {verb} {resource}"
     for verb, resource in [
@@ -659,14 +663,23 @@ def test_chart_service_accounts_have_least_privilege(
         ("update", "pods"),
         ("list", "nodes"),
         ("patch", "nodes"),
+        ("list", "persistentvolumes"),
+        ("create", "persistentvolumes"),
+        ("delete", "persistentvolumes"),
+        ("update", "persistentvolumes"),
+        ("list", "persistentvolumeclaims"),
+        ("watch", "persistentvolumeclaims"),
+        ("create", "persistentvolumeclaims"),
+        ("delete", "persistentvolumeclaims"),
+        ("patch", "persistentvolumeclaims/status"),
     ]:
         assert not can(binder, verb, resource, namespace=ns), f"binder may {verb} {resource}"
 
-    # The watcher reads Nodes, Pods, PDBs and storage, and writes nothing.
+    # The watcher reads Nodes, Pods, Namespaces, PDBs and storage, and writes nothing.
     for verb in ("get", "list", "watch"):
-        for resource in ("pods", "nodes", "policy:poddisruptionbudgets", "persistentvolumeclaims",
-                         "persistentvolumes", "storage.k8s.io:storageclasses",
-                         "storage.k8s.io:csinodes"):  # fmt: skip
+        for resource in ("pods", "nodes", "namespaces", "policy:poddisruptionbudgets",
+                         "persistentvolumeclaims", "persistentvolumes",
+                         "storage.k8s.io:storageclasses", "storage.k8s.io:csinodes"):  # fmt: skip
             assert can(watcher, verb, resource), f"watcher cannot {verb} {resource}"
     for verb, resource in [
         ("create", "pods/binding"),

@@ -1,9 +1,10 @@
 """The watcher as a real process against the real control plane.
 
 `python -m services.watcher` runs with a least-privilege kubeconfig (get/list/watch of
-nodes, pods, poddisruptionbudgets and storage only). A gRPC client subscribes and checks the
-snapshot and the deltas that creating, changing and deleting nodes and pods produce; a
-small TCP proxy between the watcher and the API server is cut to check the watch recovers.
+nodes, pods, namespaces, poddisruptionbudgets and storage only). A gRPC client subscribes
+and checks the snapshot and the deltas that creating, changing and deleting nodes and pods
+produce; a small TCP proxy between the watcher and the API server is cut to check the
+watch recovers.
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
 
 E = watcher_pb2.ClusterEvent
 WATCHER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes", "pods", "namespaces"],
+     "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
      "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],

@@ -46,9 +46,16 @@ class CollectingScheduler:
         return scheduler_pb2.ReportBindingOutcomeResponse(accepted=len(request.outcomes))
 
     def outcome(self, decision_id: str, *, timeout: float = 30.0) -> Outcome:
+        """The decision's final outcome (not the IN_PROGRESS re-reports of a decision in
+        flight for more than a second)."""
+
         def find() -> Outcome | None:
             with self.lock:
-                return next((o for o in self.outcomes if o.decision_id == decision_id), None)
+                return next(
+                    (o for o in self.outcomes
+                     if o.decision_id == decision_id and o.result != Outcome.IN_PROGRESS),
+                    None,
+                )  # fmt: skip
 
         return wait_for(find, timeout=timeout, message=f"outcome of {decision_id}")
 
@@ -90,6 +97,21 @@ def _scheduler_server(scheduler: CollectingScheduler) -> tuple[grpc.Server, int]
     return server, port
 
 
+def binder_kubeconfig(
+    kube_api: client.ApiClient,
+    *,
+    namespace: str,
+    directory: Path,
+    rules: Sequence[Mapping[str, Any]],
+) -> Path:
+    """The kubeconfig of a ServiceAccount ``binder`` allowed exactly ``rules`` (a bearer
+    token: it passes through a fault proxy)."""
+    return service_account_kubeconfig(
+        kube_api, namespace=namespace, name="binder", cluster_role_rules=rules,
+        directory=directory,
+    )  # fmt: skip
+
+
 @contextlib.contextmanager
 def run_binder(
     kube_api: client.ApiClient,
@@ -98,15 +120,17 @@ def run_binder(
     directory: Path,
     rules: Sequence[Mapping[str, Any]],
     extra_args: Sequence[str] = (),
+    kubeconfig: Path | None = None,
+    log_name: str = "binder.log",
 ) -> Iterator[BinderProcess]:
-    """A ready binder with a ServiceAccount allowed exactly `rules`; stopped on exit."""
-    kubeconfig = service_account_kubeconfig(
-        kube_api, namespace=namespace, name="binder", cluster_role_rules=rules,
-        directory=directory,
-    )  # fmt: skip
+    """A ready binder with a ServiceAccount allowed exactly `rules` (or `kubeconfig`, one
+    made by `binder_kubeconfig`, e.g. pointed at a fault proxy); stopped on exit."""
+    if kubeconfig is None:
+        kubeconfig = binder_kubeconfig(kube_api, namespace=namespace, directory=directory,
+                                       rules=rules)  # fmt: skip
     scheduler = CollectingScheduler()
     sched_server, sched_port = _scheduler_server(scheduler)
-    log_path = directory / "binder.log"
+    log_path = directory / log_name
     log_file = log_path.open("w")
     proc = subprocess.Popen(
         [

@@ -68,6 +68,27 @@ def test_all_pending_schedules_other_schedulers_pods(
     assert lines[0] == {"pod": "d/p", "node": "n1", "reasons": {}}
 
 
+def test_gated_pods_are_left_out_as_the_scheduler_leaves_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def pending(name: str, gates: list[str]) -> dict[str, object]:
+        spec = {
+            "schedulerName": "splitsched",
+            "schedulingGates": [{"name": g} for g in gates],
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "500m"}}}],
+        }
+        return {"kind": "Pod", "metadata": {"name": name, "namespace": "d"}, "spec": spec}
+
+    node = {"kind": "Node", "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "1", "pods": "10"}}}  # fmt: skip
+    doc = {"kind": "List", "items": [node, pending("gated", ["example.com/q"]), pending("p", [])]}
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps(doc))
+    _, lines, _ = run(["simulate", "--cluster", str(f), "--all-pending"], capsys)
+    assert lines[:-1] == [{"pod": "d/p", "node": "n1", "reasons": {}}]
+    assert lines[-1]["summary"]["pending"] == 1  # type: ignore[index]
+
+
 def test_malformed_input_exits_2_naming_object_and_field(tmp_path: Path) -> None:
     f = tmp_path / "bad.yaml"
     f.write_text(

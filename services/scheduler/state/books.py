@@ -129,7 +129,8 @@ class StateBooks:
     def _record(self, pod: models.Pod) -> PodRecord:
         rec = self.records.get(pod.uid)
         if rec is None:
-            rec = PodRecord(pod=pod, first_seen=self.clock.now())
+            now = self.clock.now()
+            rec = PodRecord(pod=pod, first_seen=now, queued_at=now)
             self.records[pod.uid] = rec
             self.by_name[(pod.namespace, pod.name)] = pod.uid
         else:

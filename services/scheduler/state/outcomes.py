@@ -129,8 +129,8 @@ class BinderOutcomes(SchedulingCycle):
         and track the decision so its outcome (or the watch, or the deadline) resolves it
         as usual. A preemption holds the room for its preemptor the same way until the
         victims still in the view are gone, then binds it there if it fits
-        (`_adopt_preemption`). Only for a pod the view shows pending and not already
-        decided; returns None otherwise. The predecessor ran the Reserve plugins; this
+        (`_adopt_preemption`). Only for a pod the view shows pending, not gated and not
+        already decided; returns None otherwise. The predecessor ran the Reserve plugins; this
         scheduler holds the room without them."""
         rec = self.records.get(pod_uid)
         if (
@@ -138,6 +138,7 @@ class BinderOutcomes(SchedulingCycle):
             or not node
             or rec is None
             or rec.pod.node_name
+            or rec.phase is Phase.GATED  # its Binding would be refused: never ours to hold
             or pod_uid in self.decision_of_pod
             or pod_uid in self.cache
         ):

@@ -17,6 +17,7 @@ from splitsched.core.queue import QueuedPod
 
 
 class Phase(enum.Enum):
+    GATED = "Gated"  # spec.schedulingGates not all removed: never tried, nothing written
     WAITING = "Waiting"
     PREEMPTING = "Preempting"
     BINDING = "Binding"
@@ -75,6 +76,9 @@ class PodRecord:
     #: The plugin that rejected each node of `failed_node_reasons` (when one did).
     failed_node_plugins: dict[str, str] = field(default_factory=dict)
     first_seen: float = 0.0
+    #: When it entered the scheduling queue: first seen, or when its last scheduling gate
+    #: was removed (kube-scheduler's scheduling SLI starts there, not while gated).
+    queued_at: float = 0.0
     last_attempt: float = 0.0
     last_reported_unschedulable: float = -1e18
 
@@ -112,6 +116,7 @@ class Unschedulable:
     pod: models.Pod
     message: str
     report: bool
+    reason: str = "Unschedulable"  # the PodScheduled condition's; SchedulerError for errors
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""Watch events into the scheduler's view: nodes, pods and disruption budgets.
+"""Watch events into the scheduler's view: nodes, pods, disruption budgets, namespaces.
 
-The service turns the watcher's stream into `apply_node`, `apply_pod` and `apply_pdb`
-calls (a snapshot's items count as ADDED; `reset` before a fresh snapshot, `mark_synced`
-after it). Assigned pods feed the cache and confirm our assumptions; pending pods of our
-profiles feed the queue; a pod that goes away frees its room and may complete a
-preemption.
+The service turns the watcher's stream into `apply_node`, `apply_pod`, `apply_pdb` and
+`apply_namespace` calls (a snapshot's items count as ADDED; `reset` before a fresh
+snapshot, `mark_synced` after it). Assigned pods feed the cache and confirm our
+assumptions; pending pods of our profiles feed the queue; a pod that goes away frees its
+room and may complete a preemption. A pending pod with scheduling gates is GATED: held
+apart in the queue, never nominated, never tried, nothing written for it, until an update
+shows its last gate gone.
 """
 
 from __future__ import annotations
@@ -64,6 +66,16 @@ class WatchEvents(SchedulingCycle):
         else:
             self.cache.set_pdb(pdb)
 
+    def apply_namespace(self, kind: str, namespace: models.Namespace) -> None:
+        """Namespace labels feed namespaceSelectors; a change requeues the pods that
+        InterPodAffinity rejected."""
+        if kind == "DELETED":
+            changed = self.cache.remove_namespace(namespace.name)
+        else:
+            changed = self.cache.set_namespace(namespace)
+        if changed:
+            self.queue.on_event(framework.ClusterEvent.NAMESPACE_CHANGE)
+
     def apply_pod(self, kind: str, pod: models.Pod) -> None:
         """kind: ADDED | MODIFIED | DELETED. Assigned pods feed the cache (confirming our
         assumptions); pending pods of our profiles feed the queue."""
@@ -80,6 +92,9 @@ class WatchEvents(SchedulingCycle):
             self.queue.delete(pod.uid)
             self._drop_record(pod.uid)
             return
+        if pod.scheduling_gates:
+            self._gated(pod)
+            return
         self._sync_nomination(pod)
         if pod.uid in self.decision_of_pod:
             self._pending_in_flight(pod)
@@ -87,13 +102,24 @@ class WatchEvents(SchedulingCycle):
         if pod.uid in self.cache:
             return  # assumed by us, outcome pending; the watch is just behind
         rec = self._record(pod)
+        ungated = rec.phase is Phase.GATED
+        if ungated:  # its last gate was removed: it enters the scheduling queue now
+            rec.message, rec.queued_at = "", self.clock.now()
         rec.phase = Phase.WAITING
-        if pod.uid in self.queue:
-            self.queue.update(pod)
-        else:
-            self.queue.add(pod)
-            if pod.group is not None:
-                self.queue.on_event(framework.ClusterEvent.POD_GROUP_MEMBER_ADD)
+        joins = ungated or pod.uid not in self.queue
+        self.queue.add(pod)  # an update when already queued (or gated until now)
+        if joins and pod.group is not None:
+            self.queue.on_event(framework.ClusterEvent.POD_GROUP_MEMBER_ADD)
+
+    def _gated(self, pod: models.Pod) -> None:
+        """kube-scheduler's SchedulingGates (a PreEnqueue plugin): the pod waits apart in
+        the queue, not nominated (its room is not held). The API server refuses to add a
+        gate after creation, so a gated pod was never decided and nothing of ours is in
+        flight for it."""
+        self._unnominate(pod.uid)
+        rec = self._record(pod)
+        rec.phase, rec.message = Phase.GATED, gated_message(pod.scheduling_gates)
+        self.queue.add(pod)
 
     def _pending_in_flight(self, pod: models.Pod) -> None:
         """Still pending in the API while a binder works on its decision (or after a
@@ -161,6 +187,12 @@ class WatchEvents(SchedulingCycle):
             self._victims_gone(preemption_id)
         if cached is not None:
             self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
+
+
+def gated_message(gates: tuple[str, ...]) -> str:
+    """What the API says of a gated pod (kube-scheduler keeps the same words to itself:
+    "waiting for scheduling gates: [...]")."""
+    return "waiting for its scheduling gates: " + ", ".join(gates)
 
 
 def _node_changes(old: models.Node | None, node: models.Node) -> list[framework.ClusterEvent]:

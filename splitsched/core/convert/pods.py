@@ -33,9 +33,11 @@ from splitsched.core.convert.podspec import (
     NO_AFFINITIES,
     affinities,
     containers,
+    image_volumes,
     init_containers,
     overhead,
     pod_requests,
+    scheduling_gates,
     spread_constraints,
     tolerations,
     volumes,
@@ -138,6 +140,7 @@ def read_pod(obj: object) -> models.Pod:
         pod_anti_affinity=anti_affinity,
         tolerations=tolerations(spec.get("tolerations")),
         topology_spread_constraints=spread_constraints(spec.get("topologySpreadConstraints")),
+        scheduling_gates=scheduling_gates(spec.get("schedulingGates")),
         phase=as_str(status.get("phase"), "status.phase") or "Pending",
         deleting=meta.get("deletionTimestamp") is not None,
         owner=_owner(raw_owners) if raw_owners else None,
@@ -146,6 +149,7 @@ def read_pod(obj: object) -> models.Pod:
         creation_timestamp=as_timestamp(
             meta.get("creationTimestamp"), "metadata.creationTimestamp"
         ),
+        image_volumes=image_volumes(spec.get("volumes")),
         volumes=volumes(spec.get("volumes"), name),
     )
 
@@ -178,9 +182,19 @@ def _loose_str_map(value: object) -> dict[str, str]:
     return {}
 
 
+def _loose_gates(value: object) -> tuple[str, ...]:
+    """The gate names that can be read: a malformed pod that is still gated must stay
+    untouched like any gated pod (nothing may be written for it), and is reported once
+    its gates are gone."""
+    if not isinstance(value, list):
+        return ()
+    names = (g.get("name") if isinstance(g, dict) else None for g in value)
+    return tuple(n for n in names if isinstance(n, str) and n)
+
+
 def _best_effort_pod(obj: object, reason: str) -> models.Pod:
-    """Identity and the few scalars the scheduler needs to report the pod, each taken only
-    if well-typed."""
+    """Identity and the few scalars the scheduler needs to report the pod (or to leave it
+    alone while gated), each taken only if well-typed."""
     uid, namespace, name = _identity(obj)
     d: dict[str, Any] = obj if isinstance(obj, dict) else {}
     meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
@@ -196,6 +210,7 @@ def _best_effort_pod(obj: object, reason: str) -> models.Pod:
         annotations=_loose_str_map(meta.get("annotations")),
         scheduler_name=_text(spec.get("schedulerName")) or "default-scheduler",
         node_name=_text(spec.get("nodeName")),
+        scheduling_gates=_loose_gates(spec.get("schedulingGates")),
         priority=priority if type(priority) is int and _INT32_MIN <= priority <= INT32_MAX else 0,
         phase=_text(status.get("phase")) or "Pending",
         deleting=meta.get("deletionTimestamp") is not None,

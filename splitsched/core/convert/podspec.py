@@ -1,5 +1,6 @@
-"""The parts of a pod spec scheduling reads: containers and their host ports, tolerations,
-topology spread constraints, the three affinities and the volumes that use claims.
+"""The parts of a pod spec scheduling reads: containers (their requests, host ports and
+image), image volumes and the volumes that use claims, tolerations, topology spread
+constraints, scheduling gates and the three affinities.
 
 Called by `pods` once per pod. Kubernetes' defaulting that scheduling depends on is
 mirrored here (SetDefaults_Pod): requests default to limits per resource, with hostNetwork
@@ -77,6 +78,7 @@ def _container(value: object, *, host_network: bool) -> models.Container:
         requests=requests_with_limits(resources, "resources") if resources else {},
         host_ports=_host_ports(raw_ports, host_network=host_network) if raw_ports else (),
         restart_policy=as_str(restart_policy, "restartPolicy") if restart_policy else "",
+        image=as_str(c.get("image"), "image"),
     )
 
 
@@ -172,7 +174,7 @@ def _volume(value: object, pod_name: str) -> models.PodVolume | None:
 
 def volumes(value: object, pod_name: str) -> tuple[models.PodVolume, ...]:
     """spec.volumes that reach a PersistentVolumeClaim (persistentVolumeClaim, ephemeral);
-    the others (secrets, config maps, projected tokens, ...) scheduling never reads."""
+    the others (secrets, config maps, projected tokens, ...) the volume plugins never read."""
     if not value:
         return ()
     out = []
@@ -184,6 +186,29 @@ def volumes(value: object, pod_name: str) -> tuple[models.PodVolume, ...]:
         if volume is not None:
             out.append(volume)
     return tuple(out)
+
+
+def image_volumes(value: object) -> tuple[str, ...]:
+    """spec.volumes[].image.reference: the images mounted as volumes (ImageLocality scores
+    them as it scores the containers' images)."""
+    if not value:
+        return ()
+    out = []
+    for i, raw in enumerate(as_list(value, "spec.volumes")):
+        image = as_object(raw, f"spec.volumes[{i}]").get("image")
+        if image is not None:
+            ref = as_object(image, f"spec.volumes[{i}].image").get("reference")
+            out.append(as_str(ref, f"spec.volumes[{i}].image.reference"))
+    return tuple(out)
+
+
+def _gate_name(value: object) -> str:
+    return required_str(as_object(value, ""), "name")
+
+
+def scheduling_gates(value: object) -> tuple[str, ...]:
+    """spec.schedulingGates as their names (the API server requires a name on each)."""
+    return each(value, "spec.schedulingGates", _gate_name) if value else ()
 
 
 def affinities(value: object) -> Affinities:

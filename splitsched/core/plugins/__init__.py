@@ -12,6 +12,7 @@ from splitsched.core import framework
 from splitsched.core.plugins import (
     balanced_allocation,
     default_preemption,
+    image_locality,
     inter_pod_affinity,
     node_affinity,
     node_name,
@@ -41,4 +42,5 @@ REGISTRY: Mapping[str, framework.PluginFactory] = {
     "PodTopologySpread": topology_spread.PodTopologySpread,
     "InterPodAffinity": inter_pod_affinity.InterPodAffinity,
     "DefaultPreemption": default_preemption.DefaultPreemption,
+    "ImageLocality": image_locality.ImageLocality,
 }

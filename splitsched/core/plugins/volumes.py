@@ -15,7 +15,8 @@ import numpy as np
 
 from splitsched.core import framework, models, storage
 from splitsched.core.nodetable import BoolArray, NodeTable
-from splitsched.core.plugins.node_affinity import term_mask, term_valid
+from splitsched.core.plugins.node_affinity import term_mask
+from splitsched.core.selector_syntax import term_parses
 
 
 def claim_not_found(name: str) -> str:
@@ -53,8 +54,10 @@ def claim_volumes(pod: models.Pod, *, ephemeral: bool = True) -> Iterator[models
 
 def volume_node_mask(table: NodeTable, volume: storage.PersistentVolume) -> BoolArray:
     """Rows whose labels satisfy the volume's node affinity (volume.CheckNodeAffinity):
-    any node when it has none, none when it is invalid. kube checks it against the node's
-    labels alone, so matchFields are checked for validity and otherwise ignored."""
+    any node when it has none, none when it is invalid; a term the label-selector parser
+    refuses (a value that is no label value, say) matches no node. kube checks it against
+    the node's labels alone, so matchFields are checked for validity and otherwise
+    ignored."""
     if volume.invalid_reason:
         return np.zeros(table.n, dtype=np.bool_)
     terms = volume.node_affinity
@@ -66,8 +69,8 @@ def volume_node_mask(table: NodeTable, volume: storage.PersistentVolume) -> Bool
 def _terms_mask(table: NodeTable, terms: Sequence[models.NodeSelectorTerm]) -> BoolArray:
     mask = np.zeros(table.n, dtype=np.bool_)
     for term in terms:
-        if not (term.match_expressions or term.match_fields) or not term_valid(term):
-            continue  # an empty or invalid term matches no node
+        if not (term.match_expressions or term.match_fields) or not term_parses(term):
+            continue  # an empty term, or one the label-selector parser refuses, matches none
         if not term.match_expressions:
             return np.ones(table.n, dtype=np.bool_)
         mask |= term_mask(table, models.NodeSelectorTerm(term.match_expressions))

@@ -9,15 +9,18 @@ the benchmarks, and by ``make cluster-up|cluster-down|cluster-status`` through t
 ``scripts/versions.env``), generates a CA, serving and client certificates with the
 ``openssl`` CLI, starts etcd, then kube-apiserver with secure serving, ``Node,RBAC``
 authorization and service-account token signing, waits for ``/readyz``, writes an admin
-kubeconfig to ``<state-dir>/admin.kubeconfig`` and starts kwok, which plays the kubelet for
-nodes annotated ``kwok.x-k8s.io/node=fake`` (marks them Ready, moves bound pods to Running).
+kubeconfig to ``<state-dir>/admin.kubeconfig``, starts kube-controller-manager and kwok,
+which plays the kubelet for nodes annotated ``kwok.x-k8s.io/node=fake`` (marks them Ready,
+moves bound pods to Running).
 
 Every process gets a PID file and a log file in the state dir (default
 ``<repo>/.local-cluster``, or ``$SPLITSCHED_CLUSTER_DIR``); ``down`` stops exactly those
-PIDs. There is no kube-controller-manager: no ServiceAccount token Secrets (use the
-TokenRequest API), no garbage collection and no namespace finalization (see
-``splitsched.testing.kube.delete_namespace``). etcd data is wiped on every fresh ``up``.
-This is dev/test tooling, not part of the scheduler.
+PIDs. kube-controller-manager runs the controllers a scheduler relies on
+(``components.CONTROLLERS`` says which and why: the PV binder and the volume protection
+controllers, ephemeral volumes, the disruption controller that computes PDB status, the
+garbage collector, namespace deletion, ServiceAccounts and their tokens), not the node
+lifecycle controller: tests make nodes NotReady on purpose. etcd data is wiped on every
+fresh ``up``. This is dev/test tooling, not part of the scheduler.
 
 One module per job: ``binaries`` (versions and the binary cache), ``pki`` (certificates,
 the admin kubeconfig), ``components`` (each process's command line and health check),

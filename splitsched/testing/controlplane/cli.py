@@ -67,7 +67,7 @@ def _status(cp: ControlPlane, *, check: bool) -> int:
     info = cp.status()
     print(f"state dir:  {info['state_dir']}")
     for component, pid in info["components"].items():
-        print(f"  {component:15s} {'running (pid ' + str(pid) + ')' if pid else 'stopped'}")
+        print(f"  {component:24s} {'running (pid ' + str(pid) + ')' if pid else 'stopped'}")
     if info["server_url"]:
         print(f"server:     {info['server_url']} ({'ready' if info['ready'] else 'NOT ready'})")
         print(f"kubeconfig: {info['kubeconfig']}")

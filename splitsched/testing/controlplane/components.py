@@ -91,10 +91,10 @@ def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list
 
 def _admission_and_kubelet_flags(state: ControlPlaneState, pki: Path) -> list[str]:
     if not state.real_node:
-        # No kube-controller-manager: the ServiceAccount admission plugin would refuse
-        # pods because no "default" ServiceAccount is ever created, and the not-ready
-        # taint TaintNodesByCondition puts on new nodes would never be lifted (the node
-        # lifecycle controller does that).
+        # ServiceAccount admission off: tests create pods right after their namespace,
+        # before the ServiceAccount controller has made its "default" account. And no
+        # node lifecycle controller runs, which would lift the not-ready taint
+        # TaintNodesByCondition puts on new nodes.
         return ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition"]
     return [
         # kube-controller-manager runs, but not its node lifecycle controller (kwok's
@@ -106,19 +106,38 @@ def _admission_and_kubelet_flags(state: ControlPlaneState, pki: Path) -> list[st
     ]
 
 
-#: What kube-controller-manager runs in real-node mode: what pods from a Helm chart need
-#: (ServiceAccounts and their CA bundle, Deployments, ReplicaSets, Services' endpoints,
-#: garbage collection and namespace deletion for ``helm uninstall``), nothing else.
+#: What kube-controller-manager always runs: the controllers a scheduler relies on.
+#: The PV binder binds claims to volumes (and completes the binder's volume step), the
+#: protection controllers lift the finalizers the StorageObjectInUseProtection admission
+#: plugin puts on claims and volumes, the ephemeral-volume controller makes the claims of
+#: ephemeral volumes, the disruption controller computes PodDisruptionBudget status (the
+#: Eviction API reads it), the garbage collector deletes what owners leave, the namespace
+#: controller empties deleted namespaces, and the ServiceAccount controllers make accounts,
+#: tokens and ``kube-root-ca.crt``. Not the node lifecycle controller: tests make nodes
+#: NotReady on purpose and must see exactly what they made (kwok keeps its nodes' leases).
 CONTROLLERS = (
+    "persistentvolume-binder-controller",
+    "persistentvolume-protection-controller",
+    "persistentvolumeclaim-protection-controller",
+    "ephemeral-volume-controller",
+    "disruption-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+)
+#: Added in real-node mode: what pods from a Helm chart need (Deployments, ReplicaSets,
+#: Services' endpoints for kube-proxy).
+NODE_MODE_CONTROLLERS = (
     "deployment-controller",
     "replicaset-controller",
     "endpointslice-controller",
-    "garbage-collector-controller",
-    "namespace-controller",
 )
+
+
+def controllers(state: ControlPlaneState) -> tuple[str, ...]:
+    return (*CONTROLLERS, *NODE_MODE_CONTROLLERS) if state.real_node else CONTROLLERS
 
 
 def controller_manager_argv(
@@ -129,7 +148,7 @@ def controller_manager_argv(
         f"--kubeconfig={kubeconfig}",
         f"--authentication-kubeconfig={kubeconfig}",
         f"--authorization-kubeconfig={kubeconfig}",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join(controllers(state))}",
         f"--root-ca-file={pki / 'ca.crt'}",
         f"--service-account-private-key-file={pki / 'sa.key'}",
         "--use-service-account-credentials=false",

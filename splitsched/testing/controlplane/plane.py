@@ -139,7 +139,7 @@ class ControlPlane:
             kwok_port=free_port(),
             versions=binaries.binary_versions(),
             address=self.node_address or "127.0.0.1",
-            controller_manager_port=free_port() if self.node_address else 0,
+            controller_manager_port=free_port(),
             scheduler_port=free_port() if self.node_address else 0,
         )
         save_state(self.state_path, state)
@@ -149,8 +149,8 @@ class ControlPlane:
         try:
             self._start_etcd(state, deadline=time.monotonic() + timeout)
             self._start_apiserver(state, deadline=time.monotonic() + timeout)
+            self._start_controller_manager(state, deadline=time.monotonic() + timeout)
             if state.real_node:
-                self._start_controller_manager(state, deadline=time.monotonic() + timeout)
                 self._start_kube_scheduler(state, deadline=time.monotonic() + timeout)
             self._start_kwok(state, deadline=time.monotonic() + timeout)
         except BaseException:

@@ -8,10 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 #: The processes, in start order (``down`` stops them in reverse).
-COMPONENTS = ("etcd", "kube-apiserver", "kwok")
-#: In real-node mode kube-controller-manager (tokens, kube-root-ca.crt, Deployments,
-#: ReplicaSets, EndpointSlices, garbage collection) and kube-scheduler (the cluster's
-#: default scheduler, which places splitsched's own pods) run too, as in a real cluster.
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kwok")
+#: In real-node mode kube-scheduler (the cluster's default scheduler, which places
+#: splitsched's own pods) runs too, as in a real cluster.
 NODE_MODE_COMPONENTS = (
     "etcd",
     "kube-apiserver",
@@ -46,6 +45,7 @@ class ControlPlaneState:
 
     @property
     def real_node(self) -> bool:
+        """Serving on a node bridge (``splitsched.testing.realnode``), not loopback."""
         return self.address != "127.0.0.1"
 
     @property

@@ -20,7 +20,7 @@ from splitsched.testing.realnode import host, network, teardown
 from splitsched.testing.realnode.layout import NodeLayout
 from splitsched.testing.realnode.node import RealNode
 
-NODE_BINARIES = ("kubelet", "kube-proxy", "kube-controller-manager", "coredns", "kubectl")
+NODE_BINARIES = ("kubelet", "kube-proxy", "coredns", "kubectl")
 #: The control plane's parts that create pods or place them.
 RECREATORS = ("kube-controller-manager", "kube-scheduler")
 

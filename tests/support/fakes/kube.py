@@ -32,6 +32,7 @@ class FakePod:
     deleting: bool = False
     scheduler_name: str = "splitsched"
     priority: int | None = None  # spec.priority (None: unset)
+    volumes: list[dict[str, Any]] = field(default_factory=list)  # spec.volumes
 
 
 @dataclass
@@ -134,6 +135,8 @@ class FakeKube:
         spec: dict[str, Any] = {"nodeName": pod.node, "schedulerName": pod.scheduler_name}
         if pod.priority is not None:
             spec["priority"] = pod.priority
+        if pod.volumes:
+            spec["volumes"] = pod.volumes
         return web.json_response({"kind": "Pod", "apiVersion": "v1", "metadata": meta,
                                   "spec": spec})  # fmt: skip
 

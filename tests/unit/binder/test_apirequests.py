@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from services.binder import apirequests, classify, events
+from services.binder.claims import ClaimRef
 from services.binder.events import EventSource
-from services.binder.jobs import BindJob, PodKey
+from services.binder.jobs import BindJob, PodKey, VolumeBinding
 from splitsched.runtime.kubeclient import Response
 
 POD = PodKey("ns", "web-0", "uid-1")
@@ -85,3 +86,36 @@ def test_event_limits() -> None:
     assert "uid" not in event["regarding"]
     long_source = EventSource(controller="c" * 200, binder_id="b")
     assert len(long_source.event(events.SCHEDULED, POD, "", now=NOW)["reportingInstance"]) == 128
+
+
+def test_a_pv_is_claimed_as_kube_scheduler_does_conditional_on_what_was_read() -> None:
+    claim = ClaimRef("ns", "data-0", "c-uid", "41")
+    request = apirequests.bind_pv("pv-a", resource_version="7", claim=claim,
+                                  bound_by_controller=True)  # fmt: skip
+    assert (request.method, request.path) == ("PATCH", "/api/v1/persistentvolumes/pv-a")
+    assert request.content_type == apirequests.MERGE_PATCH
+    assert request.body == {
+        "metadata": {"resourceVersion": "7",
+                     "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+        "spec": {"claimRef": {
+            "kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "ns",
+            "name": "data-0", "uid": "c-uid", "resourceVersion": "41", "fieldPath": None,
+        }},
+    }  # fmt: skip
+    prebound = apirequests.bind_pv("pv-a", resource_version="7", claim=claim,
+                                   bound_by_controller=False)  # fmt: skip
+    assert prebound.body["metadata"] == {"resourceVersion": "7"}
+    # A 409 is the volume step's to judge (read again), never the retry loop's.
+    assert not request.retryable(Response(409, {})) and request.retryable(Response(503, {}))
+
+
+def test_a_claim_is_marked_for_provisioning_on_the_node() -> None:
+    volume = VolumeBinding("ns", "data-0")
+    request = apirequests.select_node(volume, node="node-a", resource_version="41")
+    assert request.path == "/api/v1/namespaces/ns/persistentvolumeclaims/data-0"
+    assert request.content_type == apirequests.MERGE_PATCH
+    assert request.body == {"metadata": {
+        "resourceVersion": "41", "annotations": {"volume.kubernetes.io/selected-node": "node-a"},
+    }}  # fmt: skip
+    assert apirequests.read_claim(volume).path == request.path
+    assert apirequests.read_pv("pv a").path == "/api/v1/persistentvolumes/pv%20a"

@@ -26,34 +26,6 @@ def layout(profile: framework.Profile) -> Layout:
     }
 
 
-def test_default_profile_is_kube_schedulers_plugin_order_and_weights() -> None:
-    got = layout(profiles.build_profile({}))
-    assert got["filter"] == [
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "VolumeRestrictions",
-        "NodeVolumeLimits",
-        "VolumeBinding",
-        "VolumeZone",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ]
-    assert got["postFilter"] == ["DefaultPreemption"]
-    assert got["score"] == [
-        ("TaintToleration", 3),
-        ("NodeAffinity", 2),
-        ("NodeResourcesFit", 1),
-        ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2),
-        ("NodeResourcesBalancedAllocation", 1),
-    ]
-    assert got["reserve"] == ["VolumeBinding"] and got["permit"] == []
-
-
 def test_disable_all_then_enable_some() -> None:
     spec = {
         "schedulerName": "lean",

@@ -68,7 +68,9 @@ def test_pop_on_empty_returns_none_and_counts_attempts() -> None:
     qp = pop(q)
     assert qp.attempts == 1
     assert qp.first_enqueued == 1000.0
-    assert q.lengths() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1}
+    assert q.lengths() == {
+        "active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1, "gated": 0,
+    }  # fmt: skip
     assert q.place_of("a") == "in_flight"
     assert q.pop() is None
 
@@ -346,7 +348,9 @@ def test_delete_from_each_queue(place: str) -> None:
     assert q.on_event(NODE_ADD) == 0
     q.flush(now=10**9)
     assert drain(q) == ["b"]
-    assert q.lengths() == {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1}
+    assert q.lengths() == {
+        "active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 1, "gated": 0,
+    }  # fmt: skip
 
 
 def test_delete_during_flight_drops_the_requeue() -> None:
@@ -416,6 +420,9 @@ UIDS = tuple(f"p{i}" for i in range(10))
 EVENTS = st.sampled_from(list(ClusterEvent))
 
 
+GATES = st.sampled_from([(), (), ("example.com/a",), ("example.com/a", "example.com/b")])
+
+
 class QueueMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -425,22 +432,34 @@ class QueueMachine(RuleBasedStateMachine):
         self.flying: dict[str, QueuedPod] = {}
         self.done_snapshots: dict[str, QueuedPod] = {}
         self.gone: set[str] = set()  # deleted: a uid never comes back
+        self.gated: set[str] = set()  # the latest version has scheduling gates
 
-    @rule(uid=st.sampled_from(UIDS), prio=st.integers(-2, 2))
-    def add(self, uid: str, prio: int) -> None:
-        if uid in self.gone:
-            return
-        self.q.add(pod(uid, prio))
+    def _seen(self, uid: str, gates: tuple[str, ...]) -> None:
         self.live.add(uid)
         self.done_snapshots.pop(uid, None)
+        if gates:
+            self.gated.add(uid)
+        else:
+            self.gated.discard(uid)
 
-    @rule(uid=st.sampled_from(UIDS), prio=st.integers(-2, 2), label=st.sampled_from("xy"))
-    def update(self, uid: str, prio: int, label: str) -> None:
+    @rule(uid=st.sampled_from(UIDS), prio=st.integers(-2, 2), gates=GATES)
+    def add(self, uid: str, prio: int, gates: tuple[str, ...]) -> None:
         if uid in self.gone:
             return
-        self.q.update(pod(uid, prio, labels={"l": label}))
-        self.live.add(uid)
-        self.done_snapshots.pop(uid, None)
+        self.q.add(pod(uid, prio, scheduling_gates=gates))
+        self._seen(uid, gates)
+
+    @rule(
+        uid=st.sampled_from(UIDS),
+        prio=st.integers(-2, 2),
+        label=st.sampled_from("xy"),
+        gates=GATES,
+    )
+    def update(self, uid: str, prio: int, label: str, gates: tuple[str, ...]) -> None:
+        if uid in self.gone:
+            return
+        self.q.update(pod(uid, prio, labels={"l": label}, scheduling_gates=gates))
+        self._seen(uid, gates)
 
     @rule(uid=st.sampled_from(UIDS))
     def delete(self, uid: str) -> None:
@@ -456,6 +475,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert self.q.lengths()["active"] == 0
             return
         assert qp.uid in self.live and qp.uid not in self.flying
+        assert qp.uid not in self.gated and not qp.pod.scheduling_gates
         self.flying[qp.uid] = qp
 
     @precondition(lambda self: bool(self.flying))
@@ -487,8 +507,11 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def bind_failed(self, data: st.DataObject) -> None:
         uid = data.draw(st.sampled_from(sorted(self.done_snapshots)))
-        assert self.q.add_backoff(self.done_snapshots.pop(uid)) in ("backoff", "active")
-        self.live.add(uid)
+        # The queue forgot the pod when it was done: it comes back as the snapshot has it
+        # (the scheduler's state passes its latest version).
+        snapshot = self.done_snapshots[uid]
+        self._seen(uid, ())
+        assert self.q.add_backoff(snapshot) in ("backoff", "active")
 
     @rule(event=EVENTS)
     def event(self, event: ClusterEvent) -> None:
@@ -504,10 +527,15 @@ class QueueMachine(RuleBasedStateMachine):
         places = {uid: self.q.place_of(uid) for uid in UIDS}
         tracked = {uid for uid, place in places.items() if place is not None}
         assert tracked == self.live
-        counts = {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 0}
+        counts = {"active": 0, "backoff": 0, "unschedulable": 0, "in_flight": 0, "gated": 0}
         for uid in tracked:
             counts[places[uid]] += 1  # type: ignore[index]
         assert self.q.lengths() == counts
+        # Gated exactly while the latest version has gates (a pod in flight when it gained
+        # them, which the API server forbids, is gated when it comes back).
+        waiting = {u for u in tracked if places[u] != "in_flight"}
+        assert {u for u in waiting if places[u] == "gated"} == waiting & self.gated
+        assert all(p.uid not in self.gated for p in self.q.pending_pods())
         assert {u for u in tracked if places[u] == "in_flight"} == set(self.flying) & self.live
         assert len(self.q) == len(self.live)
 

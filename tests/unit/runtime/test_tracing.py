@@ -47,6 +47,26 @@ def test_exporters_from_env() -> None:
     assert tracing.protocol_from_env(both) == "http"
 
 
+def test_an_endpoint_on_the_grpc_port_gets_grpc_unless_told_otherwise() -> None:
+    """Issue 21: `OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4317` alone used to send HTTP to a
+    gRPC port and lose every span, with one log line as the only hint."""
+    on_4317 = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317"}
+    assert tracing.protocol_from_env(on_4317) == "grpc"
+    assert "using grpc" in str(tracing.protocol_warning(on_4317))
+    traces_only = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4317"}
+    assert tracing.protocol_from_env(traces_only) == "grpc"
+    told = {**on_4317, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}
+    assert tracing.protocol_from_env(told) == "http/protobuf"
+    assert "spans may be lost" in str(tracing.protocol_warning(told))
+    on_4318 = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
+    assert tracing.protocol_from_env(on_4318) == "http/protobuf"
+    assert tracing.protocol_warning(on_4318) is None
+    assert tracing.protocol_warning({**on_4318, "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert tracing.protocol_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:bad"}) == (
+        "http/protobuf"
+    )
+
+
 def test_off_when_nothing_is_configured(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in OTEL_VARS:
         monkeypatch.delenv(var, raising=False)

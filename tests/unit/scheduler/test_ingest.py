@@ -1,7 +1,7 @@
 """The watch ingest's pure half: `WatchIngest.apply` turns each streamed ClusterEvent into a
 change of the scheduler's state (snapshot, SYNCED, nodes, pods, PodDisruptionBudgets,
-storage)
-and keeps the sequence a new stream resumes from. No watcher, no channel."""
+namespaces, storage) and keeps the sequence a new stream resumes from. No watcher, no
+channel."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from splitsched.core import algorithm, models, profiles, storage
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.v1 import watcher_pb2
+from splitsched.v1 import types_pb2, watcher_pb2
 
 Event = watcher_pb2.ClusterEvent
 PDB = models.PodDisruptionBudget("ns", "budget", models.LabelSelector((("app", "web"),)), 1)
@@ -119,6 +119,16 @@ def test_an_event_without_a_sequence_keeps_the_resume_point() -> None:
     ingest.apply(Event(type=Event.ADDED, node=wire.node_to_proto(node("n2"))))
     assert ingest.last_sequence == 6
     assert "n2" in ingest.state.cache.node_names()
+
+
+def test_namespace_events_feed_the_namespace_labels() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    ns = types_pb2.Namespace(name="team-a", labels={"team": "a"}, resource_version="3")
+    ingest.apply(Event(sequence=7, type=Event.ADDED, namespace=ns))
+    assert ingest.state.cache.table.namespace_labels == {"team-a": {"team": "a"}}
+    ingest.apply(Event(sequence=8, type=Event.DELETED, namespace=ns))
+    assert ingest.state.cache.table.namespace_labels == {}
 
 
 def test_storage_events_reach_the_view() -> None:

@@ -44,7 +44,9 @@ def test_decision_events_count_adoptions_outcomes_and_bound_latency() -> None:
     state = new_state(clock)
     metrics = SchedulerMetrics()
     observe = metrics.decision_listener(state)
-    state.records["u"] = PodRecord(pod=POD, scheduling_attempts=3, first_seen=90.0)
+    # Seen at 80 but queued at 90 (its scheduling gates were removed then): the SLI runs
+    # from the queueing, as kube-scheduler's does.
+    state.records["u"] = PodRecord(pod=POD, scheduling_attempts=3, first_seen=80.0, queued_at=90.0)
     observe(event("SCHEDULED", "adopted from binder b-0", adopted=True))
     observe(event("SCHEDULED", "made here"))
     observe(event("UNSCHEDULABLE"))

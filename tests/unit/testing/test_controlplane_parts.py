@@ -91,11 +91,12 @@ def test_status_of_an_empty_state_dir(tmp_path: Path, capsys: pytest.CaptureFixt
     assert cli.main(["status", "--state-dir", str(tmp_path), "--check"]) == 1
     assert cli.main(["down", "--state-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:5] == [
+    assert out[:6] == [
         f"state dir:  {tmp_path}",
-        "  etcd            stopped",
-        "  kube-apiserver  stopped",
-        "  kwok            stopped",
+        "  etcd                     stopped",
+        "  kube-apiserver           stopped",
+        "  kube-controller-manager  stopped",
+        "  kwok                     stopped",
         "not running (or not healthy)",
     ]
     assert out[-1] == "nothing was running"

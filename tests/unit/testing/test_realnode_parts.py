@@ -136,13 +136,20 @@ def test_real_node_mode_serves_on_the_bridge_and_reaches_kubelets() -> None:
     assert "--disable-admission-plugins=TaintNodesByCondition" in argv  # ServiceAccount on
     assert "--kubelet-client-certificate=/pki/kubelet-client.crt" in argv
     loopback = ControlPlaneState(1, 2, 3, 4)
-    assert not loopback.real_node and "kube-controller-manager" not in loopback.components
+    assert not loopback.real_node and "kube-scheduler" not in loopback.components
+    assert "kube-scheduler" in state.components
     plain = components.apiserver_argv(Path("/kas"), loopback, pki=Path("/pki"))
     assert "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition" in plain
     kcm = components.controller_manager_argv(
         Path("/kcm"), state, pki=Path("/pki"), kubeconfig=Path("/k")
     )
     assert "--secure-port=5" in kcm and "--root-ca-file=/pki/ca.crt" in kcm
+    # The PV binder and the disruption controller always; Deployments only on a real node.
+    assert {"persistentvolume-binder-controller", "disruption-controller"} <= set(
+        components.controllers(loopback)
+    )
+    assert "deployment-controller" not in components.controllers(loopback)
+    assert "deployment-controller" in components.controllers(state)
 
 
 def test_the_tier_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -602,7 +602,7 @@ type PodStatus struct {
 	Priority      int32                  `protobuf:"varint,10,opt,name=priority,proto3" json:"priority,omitempty"`
 	FirstSeen     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=first_seen,json=firstSeen,proto3" json:"first_seen,omitempty"`       // when the scheduler first saw the pod
 	LastAttempt   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=last_attempt,json=lastAttempt,proto3" json:"last_attempt,omitempty"` // its last scheduling cycle (unset if none)
-	Queue         string                 `protobuf:"bytes,13,opt,name=queue,proto3" json:"queue,omitempty"`                                // where it waits: active | backoff | unschedulable | "" (not queued)
+	Queue         string                 `protobuf:"bytes,13,opt,name=queue,proto3" json:"queue,omitempty"`                                // where it waits: active | backoff | unschedulable | gated | "" (not queued)
 	Group         string                 `protobuf:"bytes,14,opt,name=group,proto3" json:"group,omitempty"`                                // its gang (pod group) name, if any
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
