@@ -1,7 +1,8 @@
 """Storage through the real stack (issue 18 item 2), with kube-scheduler v1.36 as the oracle.
 
-What works without the binder's volume step (its own tests cover WaitForFirstConsumer):
-a pod whose zonal volume is already bound lands in the volume's zone; a pod with an
+A StatefulSet-shaped set of pods on WaitForFirstConsumer local volumes: each pod runs
+where the volume chosen for its claim is, every claim Bound, no volume claimed twice; a
+pod whose zonal volume is already bound lands in the volume's zone; a pod with an
 unbound Immediate claim (or one naming a missing StorageClass) waits with kube's message,
 and binds once the claim is bound; a ReadWriteOncePod claim in use keeps a second pod
 pending until the first is gone; a CSINode limit of 2 volumes is never exceeded; Explain
@@ -30,6 +31,7 @@ from kubernetes import client
 from splitsched.testing import kube, stack
 from splitsched.testing import storage as st
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+from tests.support import volumes
 
 pytestmark = pytest.mark.e2e
 
@@ -331,3 +333,41 @@ def test_a_volume_whose_node_affinity_matches_no_node(
 def test_the_stack_stays_up(running_stack: stack.Stack) -> None:
     with running_stack.channel() as channel:
         grpc.channel_ready_future(channel).result(timeout=10)
+
+
+# ---- WaitForFirstConsumer: the scheduler chooses, the binder binds -----------------------
+
+
+def test_a_statefulset_on_wait_for_first_consumer_local_volumes(
+    kube_api: client.ApiClient, objects: Objects, kube_scheduler: str
+) -> None:
+    """Twelve pods, each with its own claim of a no-provisioner WaitForFirstConsumer class,
+    over twelve local volumes on six nodes in three zones: every pod runs on the node its
+    volume is on, every claim is Bound (the binder bound the chosen volume, the PV
+    controller completed it), no volume has two claims. kube-scheduler does the same with
+    its own nodes and volumes."""
+    ns = objects.namespace
+    core = client.CoreV1Api(kube_api)
+    for scheduler in (SPLITSCHED, kube_scheduler):
+        with volumes.storage_set(kube_api, ns) as made:
+            made.add_nodes(2)
+            cls = made.add_class()
+            made.add_pvs(2, storage_class_name=cls)
+            names = [f"{scheduler}-{i}" for i in range(12)]
+            for name in names:
+                core.create_namespaced_persistent_volume_claim(
+                    ns, volumes.claim(f"data-{name}", storage_class_name=cls)
+                )
+                objects.create(pod(name, scheduler, [f"data-{name}"]))
+            wait_bound(kube_api, ns, names, timeout=120)
+            node_of_pv = {pv: node for node, pvs in made.pvs.items() for pv in pvs}
+            for name in names:
+                claim = made.claim(f"data-{name}")
+                assert claim.status.phase == "Bound", (scheduler, name, claim.status.phase)
+                assert node_of_pv[claim.spec.volume_name] == node_of(kube_api, ns, name)
+            pvs = [made.pv(pv) for pv in node_of_pv]
+            assert not volumes.claimed_twice(pvs)
+            taken = [pv.spec.claim_ref.name for pv in pvs if pv.spec.claim_ref is not None]
+            assert sorted(taken) == sorted(f"data-{n}" for n in names), scheduler
+            for name in names:  # before the set's nodes go
+                core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
