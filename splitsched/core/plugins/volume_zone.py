@@ -46,17 +46,7 @@ class VolumeZone(basics.OneReason):
     reason: ClassVar[str] = REASON
     resolvable_by_preemption: ClassVar[bool] = False
     volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
-    events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
-        {
-            framework.ClusterEvent.NODE_ADD,
-            framework.ClusterEvent.NODE_LABEL,
-            framework.ClusterEvent.PVC_ADD,
-            framework.ClusterEvent.PVC_UPDATE,
-            framework.ClusterEvent.PV_ADD,
-            framework.ClusterEvent.PV_UPDATE,
-            framework.ClusterEvent.STORAGE_CLASS_ADD,
-        }
-    )
+    events: ClassVar[frozenset[framework.ClusterEvent]] = volumes.VOLUME_EVENTS
 
     def pre_filter(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable

@@ -18,6 +18,20 @@ from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.plugins.node_affinity import term_mask
 from splitsched.core.selector_syntax import term_parses
 
+#: What may make a volume fit a node: new or relabelled nodes, claims, volumes and classes
+#: (the events VolumeZone registers; VolumeBinding registers more).
+VOLUME_EVENTS = frozenset(
+    {
+        framework.ClusterEvent.NODE_ADD,
+        framework.ClusterEvent.NODE_LABEL,
+        framework.ClusterEvent.PVC_ADD,
+        framework.ClusterEvent.PVC_UPDATE,
+        framework.ClusterEvent.PV_ADD,
+        framework.ClusterEvent.PV_UPDATE,
+        framework.ClusterEvent.STORAGE_CLASS_ADD,
+    }
+)
+
 
 def claim_not_found(name: str) -> str:
     """The lister's NotFound error, as kube-scheduler reports a missing claim."""
