@@ -101,7 +101,7 @@ class ScoredNodes:
 
 def format_summary(total: int, counts: Mapping[str, int]) -> str:
     """kube-scheduler's FitError message: "0/5 nodes are available: 2 Insufficient cpu, 3
-    node(s) had untolerated taint {gpu: true}." (reasons sorted as it sorts them)."""
+    node(s) had untolerated taint(s)." (reasons sorted as it sorts them)."""
     parts = sorted(f"{n} {reason}" for reason, n in counts.items())
     if not parts:
         return f"0/{total} nodes are available."

@@ -131,11 +131,6 @@ def test_a_namespace_selector_keeps_labelled_namespaces_apart_as_kube_does(
             assert run["first"] != run["second"], run  # the team's pods are kept apart
             assert "didn't match pod anti-affinity rules" in run["waiting"], run
         ours_why, theirs_why = reasons(ours["waiting"]), reasons(theirs["waiting"])
-        # TaintToleration's words differ (not this test's subject, reported): v1.36 says
-        # "node(s) had untolerated taint(s)", we name the taint.
-        for why in (ours_why, theirs_why):
-            for reason in [r for r in why if r.startswith("node(s) had untolerated taint")]:
-                why["untolerated taint"] = why.pop(reason)
         assert ours_why == theirs_why
 
         # Ours only: relabelling a2 out of the team frees p2's node for p3 at once.

@@ -19,7 +19,6 @@ scenario waits on the controller's timing.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -114,12 +113,6 @@ def waiting_message(api: client.ApiClient, namespace: str, name: str) -> str:
     return ""
 
 
-#: splitsched names the taint a node has ("untolerated taint {nvidia.com/gpu: true}", as
-#: kube-scheduler did before v1.34); v1.36 writes "untolerated taint(s)". Not storage's:
-#: read as kube's words here.
-NAMED_TAINT = re.compile(r"node\(s\) had untolerated taint \{[^}]*\}")
-
-
 def comparable(message: str) -> str:
     """The message up to the end of its reasons. kube-scheduler then appends what its
     PostFilter plugins said (DynamicResources' "no new claims to deallocate", preemption's
@@ -127,7 +120,7 @@ def comparable(message: str) -> str:
     reading a CycleState entry the aborted PreFilter never wrote, and appends "not found"),
     which splitsched does not write."""
     reasons, _, _ = message.partition(". ")
-    return NAMED_TAINT.sub("node(s) had untolerated taint(s)", reasons.rstrip(".") + ".")
+    return reasons.rstrip(".") + "."
 
 
 def wait_bound(
