@@ -1,8 +1,9 @@
 """`splitsched`: the command-line entry point.
 
 `splitsched simulate --cluster FILE` runs the pure core offline on what `kubectl get
-nodes,pods -A -o yaml` prints: bound pods are loaded as allocated, pending pods are
-scheduled in queue order, one JSON line per pending pod, then a summary line.
+nodes,pods -A -o yaml` prints (with pvc,pv,storageclasses,csinodes for pods with
+volumes): bound pods are loaded as allocated, pending pods are scheduled in queue order,
+one JSON line per pending pod, then a summary line.
 `splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
 scheduler (`splitsched.apiclient`).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
@@ -41,6 +42,7 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         nodes, pods = convert.load_cluster(text)
+        storage_objects = convert.load_storage(text)
     except ValueError as exc:
         print(f"error: {args.cluster}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -59,7 +61,10 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
     bound, pending = batch.split_pods(
         pods, scheduler_names=names, all_pending=args.all_pending, default=default
     )
-    algo = batch.build(nodes=nodes, bound_pods=bound, profiles=profs, seed=args.seed)
+    algo = batch.build(
+        nodes=nodes, bound_pods=bound, profiles=profs, seed=args.seed,
+        storage_objects=storage_objects,
+    )  # fmt: skip
     out = sys.stdout.buffer
     placed = 0
     started = time.perf_counter()

@@ -23,6 +23,7 @@ The mapping is one to one, with these conventions:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
@@ -32,6 +33,7 @@ from splitsched.core import models
 from splitsched.v1 import types_pb2
 
 __all__ = [
+    "namespace_from_proto",
     "node_from_proto",
     "node_to_proto",
     "pdb_from_proto",
@@ -46,6 +48,8 @@ __all__ = [
 ]
 
 _NANOS = 1_000_000_000
+_VOLUME_FIELDS = ("name", "claim_name", "ephemeral", "read_only")  # PodVolume, both sides
+_VOLUME = operator.attrgetter(*_VOLUME_FIELDS)
 _K = TypeVar("_K")
 _V = TypeVar("_V")
 
@@ -160,6 +164,8 @@ def _container_into(c: models.Container, out: types_pb2.Container) -> None:
         out.host_ports.add(port=hp.port, protocol=hp.protocol, host_ip=hp.host_ip)
     if c.restart_policy:
         out.restart_policy = c.restart_policy
+    if c.image:
+        out.image = c.image
 
 
 # ---- selectors and affinity: decode -----------------------------------------------------
@@ -239,6 +245,7 @@ def _container(msg: types_pb2.Container) -> models.Container:
         if ports
         else (),
         restart_policy=msg.restart_policy,
+        image=msg.image,
     )
 
 
@@ -287,6 +294,8 @@ def node_to_proto(node: models.Node) -> types_pb2.Node:
         msg.taints.add(key=t.key, value=t.value, effect=t.effect)
     if node.allocatable:
         msg.allocatable.update(node.allocatable)
+    for image in node.images:
+        msg.images.add(names=image.names, size_bytes=image.size_bytes)
     return msg
 
 
@@ -303,6 +312,7 @@ def node_from_proto(msg: types_pb2.Node) -> models.Node:
         ready=msg.ready,
         resource_version=msg.resource_version,
         uid=msg.uid,
+        images=tuple(models.ContainerImage(tuple(i.names), i.size_bytes) for i in msg.images),
     )
 
 
@@ -325,6 +335,7 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
         preemption_policy=pod.preemption_policy,
         phase=pod.phase,
         invalid_reason=pod.invalid_reason,
+        image_volumes=pod.image_volumes,
     )
     _pod_maps_into(pod, msg)
     for c in pod.containers:
@@ -342,6 +353,8 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
     if pod.scheduling_gates:
         msg.scheduling_gates.extend(pod.scheduling_gates)
     _pod_lifecycle_into(pod, msg, deletion_timestamp=deletion_timestamp)
+    for v in pod.volumes:
+        msg.volumes.add(**dict(zip(_VOLUME_FIELDS, _VOLUME(v), strict=True)))
     return msg
 
 
@@ -452,6 +465,8 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         if has("creation_timestamp")
         else 0.0,
         invalid_reason=msg.invalid_reason,
+        image_volumes=tuple(msg.image_volumes),
+        volumes=tuple(models.PodVolume(*_VOLUME(v)) for v in msg.volumes) if msg.volumes else (),
     )
 
 
@@ -477,3 +492,8 @@ def pdb_from_proto(msg: types_pb2.PodDisruptionBudget) -> models.PodDisruptionBu
         selector=_label_selector(msg.selector) if msg.HasField("selector") else None,
         disruptions_allowed=msg.disruptions_allowed,
     )
+
+
+def namespace_from_proto(msg: types_pb2.Namespace) -> models.Namespace:
+    """The model of a streamed Namespace (the watcher builds the message from API JSON)."""
+    return models.Namespace(name=msg.name, labels=_map(msg.labels))

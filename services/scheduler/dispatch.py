@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
-from splitsched import wire
+from splitsched import wire, wire_storage
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
@@ -121,6 +121,8 @@ class BinderDispatch:
                 profile=d.pod.scheduler_name,
             )
             req.pod.CopyFrom(wire.pod_ref(d.pod))
+            if d.volume_bindings:
+                wire_storage.bindings_to_proto(d.volume_bindings, req.volume_bindings)
             if self.traces is not None:
                 req.trace_context.update(self.traces.bind_request(d.pod.uid, d.decision_id))
             deadline = d.deadline + wall - self.bind_timeout * BINDER_DEADLINE_MARGIN
@@ -193,7 +195,7 @@ class BinderDispatch:
         """Ask a binder to write the FailedScheduling Event (best effort: the next
         attempt reports again)."""
         request = binder_pb2.UnschedulableReport(
-            message=report.message, reason="Unschedulable", profile=report.pod.scheduler_name
+            message=report.message, reason=report.reason, profile=report.pod.scheduler_name
         )
         request.pod.CopyFrom(wire.pod_ref(report.pod))
         try:

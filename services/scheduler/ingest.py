@@ -4,8 +4,9 @@
 resumes from the last applied sequence after a broken stream (with backoff), and wakes
 the scheduling loop after every batch. `WatchIngest.apply` is the part without I/O: one
 `ClusterEvent` decoded through `splitsched.wire` and applied to the `SchedulerState`
-(snapshot begin and SYNCED markers, nodes, pods, PodDisruptionBudgets), plus the trace
-steps a pod event closes when tracing is on. Created by `services.scheduler.main`.
+(snapshot begin and SYNCED markers, nodes, pods, PodDisruptionBudgets, namespaces, storage),
+plus the trace steps a pod event closes when tracing is on. Created by
+`services.scheduler.main`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import grpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import SchedulerState
 from services.scheduler.traces import SchedulingTraces
-from splitsched import wire
+from splitsched import wire, wire_storage
 from splitsched.core import models
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
@@ -128,6 +129,10 @@ class WatchIngest:
                 self._trace_pod(self.traces, kind, pod, event.trace_context)
         elif which == "pdb":
             self.state.apply_pdb(kind, wire.pdb_from_proto(event.pdb))
+        elif which == "namespace":
+            self.state.apply_namespace(kind, wire.namespace_from_proto(event.namespace))
+        elif (volume_object := wire_storage.storage_from_event(event)) is not None:
+            self.state.apply_storage(kind, volume_object)
 
     @staticmethod
     def _trace_pod(

@@ -1,6 +1,7 @@
-"""API JSON -> hub entries: each Node, Pod and PodDisruptionBudget the list/watch reads is
-converted once (`splitsched.core.convert` -> `splitsched.wire` -> a serialised event body)
-and handed to the `ClusterHub` as a `ring.Entry`.
+"""API JSON -> hub entries: each Node, Pod, PodDisruptionBudget, Namespace,
+PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode the list/watch reads is
+converted once (`splitsched.core.convert` -> `splitsched.wire` or `splitsched.wire_storage`
+-> a serialised event body) and handed to the `ClusterHub` as a `ring.Entry`.
 
 Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging and the
 `watch_event` span that starts a pending pod's trace. Applies the watcher-level
@@ -8,8 +9,10 @@ scheduler-name filter, and fingerprints what a scheduler reads of each object so
 that change none of it are absorbed (`ring.ClusterHub.upsert`, `raw_pod_fingerprint`).
 
 The stream carries only what scheduling reads (docs/api.md, "What the watcher streams"):
-the typed messages of `splitsched.v1.types` have no place for env, command, args, images,
-probes or volumes, and of the annotations only `STREAMED_ANNOTATIONS` pass.
+the typed messages of `splitsched.v1.types` have no place for env, command, args, probes or
+volume sources other than claims, images are streamed for pending pods only
+(`drop_placed_images`), and of the annotations only `STREAMED_ANNOTATIONS` pass (a claim's
+selected-node annotation is read into its message, never streamed as such).
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any
 import orjson
 
 from services.watcher import ring
-from splitsched import wire
-from splitsched.core import models
+from splitsched import wire, wire_storage
+from splitsched.core import models, storage
 from splitsched.core.convert import (
     GROUP_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
@@ -32,6 +35,7 @@ from splitsched.core.convert import (
     node_from_k8s,
     pod_from_k8s,
 )
+from splitsched.core.convert import storage as storage_convert
 from splitsched.runtime import tracing
 from splitsched.v1 import types_pb2
 
@@ -82,6 +86,8 @@ class Converter:
             deletion = _rfc3339(obj["metadata"].get("deletionTimestamp"))
         msg = wire.pod_to_proto(pod, deletion_timestamp=deletion)
         keep_streamed_annotations(msg.annotations)
+        if pod.node_name:
+            drop_placed_images(msg)
         fingerprint = _fingerprint(msg)
         carrier = None
         if not pod.node_name and not pod.deleting and tracing.enabled():
@@ -129,6 +135,95 @@ class Converter:
             body=ring.encode_body(msg, observed_at=now),
         )
 
+    def namespace(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        """A Namespace's name and labels (InterPodAffinity's namespaceSelector); an update
+        that changes neither (status, annotations, finalizers) is absorbed."""
+        meta = obj.get("metadata")
+        labels = meta.get("labels") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            log.error("skipping Namespace without a name")
+            return None
+        if labels is not None and not (
+            isinstance(labels, dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items())
+        ):
+            log.error(
+                "skipping Namespace %s: metadata.labels is not a map of strings", meta["name"]
+            )
+            return None
+        msg = types_pb2.Namespace(
+            name=meta["name"],
+            labels=labels or {},
+            resource_version=str(meta.get("resourceVersion") or ""),
+        )
+        return ring.Entry(
+            kind=ring.NAMESPACE,
+            key=msg.name,
+            uid=str(meta.get("uid") or ""),
+            resource_version=msg.resource_version,
+            body=ring.encode_body(msg, observed_at=now),
+            fingerprint=_fingerprint(msg),
+        )
+
+    # ---- storage: claims, volumes, classes, CSINodes (the volume plugins) ----------------
+    def pvc(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        claim = storage_convert.claim_from_k8s(obj)
+        _warn_invalid("PersistentVolumeClaim", f"{claim.namespace}/{claim.name}", claim)
+        msg = wire_storage.claim_to_proto(claim)
+        return _storage_entry(ring.PVC, f"{claim.namespace}/{claim.name}", obj, msg, now)
+
+    def pv(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        volume = storage_convert.volume_from_k8s(obj)
+        _warn_invalid("PersistentVolume", volume.name, volume)
+        return _storage_entry(ring.PV, volume.name, obj, wire_storage.volume_to_proto(volume), now)
+
+    def storage_class(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        try:
+            cls = storage_convert.class_from_k8s(obj)
+        except ConversionError as e:
+            log.error("skipping StorageClass that cannot be read: %s", e)
+            return None
+        msg = wire_storage.class_to_proto(cls)
+        return _storage_entry(ring.STORAGE_CLASS, cls.name, obj, msg, now)
+
+    def csi_node(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        node = storage_convert.csi_node_from_k8s(obj)
+        _warn_invalid("CSINode", node.name, node)
+        msg = wire_storage.csi_node_to_proto(node)
+        return _storage_entry(ring.CSI_NODE, node.name, obj, msg, now)
+
+
+def _warn_invalid(kind: str, key: str, obj: storage.StorageObject) -> None:
+    reason = getattr(obj, "invalid_reason", "")
+    if reason:
+        log.warning("%s %s is malformed: %s", kind, key, reason)
+
+
+def _storage_entry(
+    kind: str, key: str, obj: dict[str, Any], msg: ring.StorageMsg, now: float
+) -> ring.Entry:
+    """A storage object's entry; its fingerprint lets an update that changes nothing
+    streamed (a status condition, another annotation) be absorbed."""
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return ring.Entry(
+        kind=kind,
+        key=key,
+        uid=uid if isinstance(uid, str) else "",
+        resource_version=msg.resource_version,
+        body=ring.encode_body(msg, observed_at=now),
+        fingerprint=_fingerprint(msg),
+    )
+
+
+def drop_placed_images(msg: types_pb2.Pod) -> None:
+    """Clears, in place, the images of a placed pod: ImageLocality reads only the images of
+    the pod being placed, so a running pod's image (which `kubectl set image` changes)
+    neither rides on the stream nor makes an update the scheduler must take."""
+    for container in (*msg.containers, *msg.init_containers):
+        container.ClearField("image")
+    msg.ClearField("image_volumes")
+
 
 def keep_streamed_annotations(annotations: MutableMapping[str, str]) -> None:
     """Drops, in place, every annotation not in `STREAMED_ANNOTATIONS`. Before the
@@ -167,7 +262,7 @@ def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:
         return b""
 
 
-def _fingerprint(msg: types_pb2.Pod | types_pb2.Node) -> bytes:
+def _fingerprint(msg: ring.ObjectMsg) -> bytes:
     """The object's bytes without its resourceVersion and, for a pod, its phase (terminal
     pods leave the view, so the phase only tells Pending from Running). After a bind, the
     pod updates that follow (kwok or the kubelet starting it) change nothing else a

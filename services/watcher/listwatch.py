@@ -1,4 +1,6 @@
-"""List+watch of Nodes, Pods and PodDisruptionBudgets against the API server, into a hub.
+"""List+watch of Nodes, Pods, PodDisruptionBudgets, Namespaces and storage
+(PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes) against the API
+server, into a hub.
 
 Called by `services.watcher.main`. Talks raw HTTP through an aiohttp session to the one
 `splitsched.runtime.kubeclient.KubeEndpoint` (kubeconfig or in-cluster: TLS, token,
@@ -52,13 +54,14 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Resource:
-    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets
-    kind: str  # ring.NODE / POD / PDB
+    name: str  # for logs and metrics: nodes, pods, poddisruptionbudgets, namespaces, ...
+    kind: str  # ring.NODE / POD / PDB / NAMESPACE / PVC / PV / STORAGE_CLASS / CSI_NODE
     path: str
     params: tuple[tuple[str, str], ...] = ()
+    namespaced: bool = True  # objects are keyed "namespace/name", else "name"
 
 
-NODES = Resource("nodes", ring.NODE, "/api/v1/nodes")
+NODES = Resource("nodes", ring.NODE, "/api/v1/nodes", namespaced=False)
 PODS = Resource(
     "pods",
     ring.POD,
@@ -66,6 +69,15 @@ PODS = Resource(
     (("fieldSelector", "status.phase!=Succeeded,status.phase!=Failed"),),
 )
 PDBS = Resource("poddisruptionbudgets", ring.PDB, "/apis/policy/v1/poddisruptionbudgets")
+NAMESPACES = Resource("namespaces", ring.NAMESPACE, "/api/v1/namespaces", namespaced=False)
+#: What the volume plugins read.
+STORAGE = (
+    Resource("persistentvolumeclaims", ring.PVC, "/api/v1/persistentvolumeclaims"),
+    Resource("persistentvolumes", ring.PV, "/api/v1/persistentvolumes", namespaced=False),
+    Resource("storageclasses", ring.STORAGE_CLASS, "/apis/storage.k8s.io/v1/storageclasses",
+             namespaced=False),
+    Resource("csinodes", ring.CSI_NODE, "/apis/storage.k8s.io/v1/csinodes", namespaced=False),
+)  # fmt: skip
 
 
 class Reflector:
@@ -103,6 +115,11 @@ class Reflector:
             ring.NODE: converter.node,
             ring.POD: converter.pod,
             ring.PDB: converter.pdb,
+            ring.NAMESPACE: converter.namespace,
+            ring.PVC: converter.pvc,
+            ring.PV: converter.pv,
+            ring.STORAGE_CLASS: converter.storage_class,
+            ring.CSI_NODE: converter.csi_node,
         }[resource.kind]
 
     @contextlib.asynccontextmanager
@@ -298,7 +315,7 @@ class Reflector:
 
     def _key(self, meta: dict[str, Any]) -> str:
         name = str(meta.get("name") or "")
-        if self.resource.kind == ring.NODE:
+        if not self.resource.namespaced:
             return name
         return f"{meta.get('namespace') or 'default'}/{name}"
 

@@ -4,7 +4,8 @@ Wires the list/watch loops (`services.watcher.listwatch`) into the hub
 (`services.watcher.ring`) and serves it over gRPC (`services.watcher.server`), with the
 health service, /healthz, /readyz and /metrics, through the runtime's service skeleton
 (`splitsched.runtime.service`). Ready (gRPC SERVING, /readyz 200) once the initial LIST
-of nodes and pods is in the view. Its flags and settings: `services.watcher.settings`.
+of nodes, pods, namespaces and storage is in the view. Its flags and settings:
+`services.watcher.settings`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from splitsched.runtime import grpcsrv, kubeclient, service
 
 log = logging.getLogger("services.watcher")
 
-#: The resources whose initial LIST makes the watcher ready.
-REQUIRED = frozenset({"nodes", "pods"})
+#: The resources whose initial LIST makes the watcher ready: kube-scheduler waits for its
+#: namespace informer too, so no namespaceSelector is judged against a partial view, and a
+#: scheduler must not decide before it knows the claims, volumes and CSINode limits a
+#: pod's volumes depend on.
+REQUIRED = frozenset({"nodes", "pods", "namespaces", *(r.name for r in listwatch.STORAGE)})
 
 
 class Watcher:
@@ -54,7 +58,7 @@ class Watcher:
         return self._endpoint
 
     def resources(self) -> list[listwatch.Resource]:
-        resources = [listwatch.NODES, listwatch.PODS]
+        resources = [listwatch.NODES, listwatch.PODS, listwatch.NAMESPACES, *listwatch.STORAGE]
         if self.settings.pdbs:
             resources.append(listwatch.PDBS)
         return resources

@@ -43,8 +43,25 @@ DELETED = watcher_pb2.ClusterEvent.DELETED
 NODE = "node"
 POD = "pod"
 PDB = "pdb"
+NAMESPACE = "namespace"
+PVC = "pvc"
+PV = "pv"
+STORAGE_CLASS = "storage_class"
+CSI_NODE = "csi_node"
 
-ObjectMsg = types_pb2.Node | types_pb2.Pod | types_pb2.PodDisruptionBudget
+StorageMsg = (
+    types_pb2.PersistentVolumeClaim
+    | types_pb2.PersistentVolume
+    | types_pb2.StorageClass
+    | types_pb2.CSINode
+)
+ObjectMsg = (
+    types_pb2.Node
+    | types_pb2.Pod
+    | types_pb2.PodDisruptionBudget
+    | types_pb2.Namespace
+    | StorageMsg
+)
 
 
 def _varint(n: int) -> bytes:
@@ -70,6 +87,11 @@ _OBJECT_TAGS = {
     types_pb2.Node: b"\x1a",
     types_pb2.Pod: b"\x22",
     types_pb2.PodDisruptionBudget: b"\x2a",
+    types_pb2.Namespace: b"\x4a",  # field 9
+    types_pb2.PersistentVolumeClaim: b"\x52",  # field 10
+    types_pb2.PersistentVolume: b"\x5a",  # 11
+    types_pb2.StorageClass: b"\x62",  # 12
+    types_pb2.CSINode: b"\x6a",  # 13
 }
 
 
@@ -80,7 +102,7 @@ def _length_delimited(tag: bytes, data: bytes) -> bytes:
 def encode_body(
     obj: ObjectMsg, *, observed_at: float, trace_context: Mapping[str, str] | None = None
 ) -> bytes:
-    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5 (the
+    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5/9-13 (the
     object), 6 (resource_version), 7 (observed_at) and 8 (trace_context, the watcher span
     that observed a pending pod), encoded by hand so the object is serialised once and
     never copied into an event message."""
@@ -110,7 +132,7 @@ class Entry:
     uid: str
     resource_version: str
     body: bytes
-    scheduler_name: str | None = None  # None for nodes and PDBs
+    scheduler_name: str | None = None  # None for all but pods
     assigned: bool = True
     # What a scheduler can see of the object, minus resourceVersion and a pod's non-terminal
     # phase: two versions with equal fingerprints differ only in status a scheduler ignores

@@ -14,6 +14,7 @@ I/O, randomness from an injected RNG.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from splitsched.core import framework, models, nominated_rooms, whatif
+from splitsched.core import framework, models, nominated_rooms, storage, whatif
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominated_rooms import NOMINATED_PODS
@@ -40,6 +41,7 @@ from splitsched.core.results import (
     WaitInfo,
     format_summary,
     rejected_by_status,
+    scheduler_error,
 )
 from splitsched.core.scorememo import RawScores, ScoreMemo
 
@@ -84,7 +86,9 @@ class FrameworkAlgorithm:
 
     # ---- the cycle ---------------------------------------------------------------------
     def profile_for(self, pod: models.Pod) -> framework.Profile | None:
-        return self.profiles.get(pod.scheduler_name)
+        """The pod's profile; for a pod without volumes, less the volume plugins."""
+        profile = self.profiles.get(pod.scheduler_name)
+        return profile if profile is None or pod.volumes else profile.without_volume_plugins()
 
     def _reject_all(self, plugin: str, reasons: Sequence[str]) -> WaitInfo:
         n = self.table.n
@@ -109,7 +113,10 @@ class FrameworkAlgorithm:
             if status.code is framework.Code.SKIP:
                 state.skip_filter.add(p.name)
             elif not status.ok:
-                return self._reject_all(p.name, status.reasons or (f"rejected by {p.name}",))
+                reasons = status.reasons or (f"rejected by {p.name}",)
+                # kube-scheduler's FitError names a PreFilter rejection once, not per node.
+                summary = f"0/{self.table.n} nodes are available: {', '.join(reasons)}."
+                return dataclasses.replace(self._reject_all(p.name, reasons), summary=summary)
         return None
 
     def _filter(
@@ -265,6 +272,9 @@ class FrameworkAlgorithm:
             status = pre.pre_score(state, pod, self.table, rows)
             if status.code is framework.Code.SKIP:
                 state.skip_score.add(pre.name)
+            elif status.code is framework.Code.ERROR:
+                error = f'running PreScore plugin "{pre.name}": {"; ".join(status.reasons)}'
+                return ScoredNodes(rows=rows, total=total, per_plugin={}, error=error)
         active = [e for e in profile.score if e.plugin.name not in state.skip_score]
         memo = self._score_memo(profile, state, pod, active)
         for entry in active:
@@ -360,6 +370,9 @@ class FrameworkAlgorithm:
         self.observer.score_started(pod)
         scored = self.score(profile, state, pod, feasible)
         self.observer.score_finished(pod)
+        if scored.error:
+            wait = scheduler_error("PreScore", scored.error, self.table.n)
+            return ScheduleResult(wait=wait, state=state)
         pick = self._select(scored)
         node = self.table.names[int(feasible[pick])]
         return ScheduleResult(
@@ -373,7 +386,8 @@ class FrameworkAlgorithm:
             return None
         mask, _ = self._filter(profile, state, pod, None)
         rows = np.flatnonzero(mask)
-        return self.score(profile, state, pod, rows) if rows.size else None
+        scored = self.score(profile, state, pod, rows) if rows.size else None
+        return None if scored is None or scored.error else scored
 
     # ---- committing a decision, and the one way back -------------------------------------
     def assume(
@@ -396,15 +410,17 @@ class FrameworkAlgorithm:
         self.cache.assume(pod, node)
         if profile is None:
             return framework.Status.success()
-        if profile.reserve:
-            reservation = _Reservation(state, pod, node)
-            self._reservations[pod.uid] = reservation
-            for plugin in profile.reserve:
-                status = plugin.reserve(state, pod, node)
-                if not status.ok:
-                    self.forget(pod.uid)
-                    return status
-                reservation.plugins.append(plugin)
+        for plugin in profile.reserve:
+            status = plugin.reserve(state, pod, node)
+            if status.code is framework.Code.SKIP:
+                continue  # nothing reserved: nothing to keep for Unreserve
+            if not status.ok:
+                self.forget(pod.uid)
+                return status
+            held = self._reservations.get(pod.uid)
+            if held is None:
+                held = self._reservations[pod.uid] = _Reservation(state, pod, node)
+            held.plugins.append(plugin)
         for permit in profile.permit:
             status = permit.permit(state, pod, node)
             if not status.ok:
@@ -455,6 +471,11 @@ class FrameworkAlgorithm:
             for plugin in reversed(reservation.plugins):
                 plugin.unreserve(reservation.state, reservation.pod, reservation.node)
         return self.cache.forget(uid)
+
+    def prebind_volumes(self, uid: str) -> tuple[storage.VolumeBinding, ...]:
+        """The binder's volume writes for the assumed pod (`framework.PREBIND_VOLUMES`)."""
+        held = self._reservations.get(uid)
+        return (held.state.read(framework.PREBIND_VOLUMES) or ()) if held else ()
 
     def confirm(self, uid: str) -> None:
         """The pod is bound (a binder's report or the watch): its reservation stands for

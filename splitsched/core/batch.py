@@ -12,7 +12,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from splitsched.core import algorithm, framework, models
+from splitsched.core import algorithm, framework, models, storage
 from splitsched.core.cache import SchedulerCache
 
 
@@ -35,11 +35,14 @@ def build(
     bound_pods: Sequence[models.Pod],
     profiles: Mapping[str, framework.Profile],
     seed: int = 0,
+    storage_objects: Sequence[storage.StorageObject] = (),
 ) -> algorithm.FrameworkAlgorithm:
-    """An algorithm whose cache holds these nodes and these already-bound pods."""
+    """An algorithm whose cache holds these nodes, storage objects and already-bound pods."""
     cache = SchedulerCache()
     for node in nodes:
         cache.add_node(node)
+    for obj in storage_objects:
+        cache.table.storage.set(obj)
     for pod in bound_pods:
         cache.add_pod(pod)
     return algorithm.FrameworkAlgorithm(cache=cache, profiles=profiles, rng=random.Random(seed))

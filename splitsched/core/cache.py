@@ -115,6 +115,18 @@ class SchedulerCache:
     def remove_pdb(self, namespace: str, name: str) -> None:
         self.table.pdbs.pop((namespace, name), None)
 
+    # ---- namespaces (read by InterPodAffinity's namespaceSelector) ---------------------------
+    def set_namespace(self, namespace: models.Namespace) -> bool:
+        """Add or update a namespace; whether its labels are new (a selector may now match
+        differently)."""
+        old = self.table.namespace_labels.get(namespace.name)
+        self.table.namespace_labels[namespace.name] = namespace.labels
+        return old is None or old != namespace.labels
+
+    def remove_namespace(self, name: str) -> bool:
+        """Whether the namespace was known."""
+        return self.table.namespace_labels.pop(name, None) is not None
+
     def node_names(self) -> list[str]:
         return list(self.table.names)
 

@@ -38,6 +38,7 @@ def explain_pod(algo: FrameworkAlgorithm, pod: models.Pod) -> Explanation:
     mask = np.ones(n, dtype=np.bool_)
     first_counts: Counter[str] = Counter()
     rejections = _pre_filter_rejections(profile, state, pod, table)
+    pre_rejected = bool(rejections)
     if rejections:
         mask[:] = False
         first_counts.update({r: n for r in rejections[0].reasons[0]} if n else {})
@@ -51,11 +52,18 @@ def explain_pod(algo: FrameworkAlgorithm, pod: models.Pod) -> Explanation:
                     first_counts.update(rs)
                 mask[kept.rows] = False
     feasible = np.flatnonzero(mask)
+    if feasible.size > 1:  # the cycle would score, and a PreScore error stops it
+        error = algo.score(profile, state, pod, feasible).error
+        if error:
+            return Explanation(pod, n, feasible, rejections, error, False, pod_error=error)
     summary = (
         f"{feasible.size}/{n} nodes are available."
         if feasible.size
         else format_summary(n, first_counts)
     )
+    if pre_rejected and n:
+        # As the cycle (and kube-scheduler) words a PreFilter rejection: once, not per node.
+        summary = f"0/{n} nodes are available: {', '.join(rejections[0].reasons[0])}."
     might_help = feasible.size == 0 and _preemption_might_help(pod, table, rejections)
     return Explanation(pod, n, feasible, rejections, summary, might_help)
 

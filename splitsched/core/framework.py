@@ -9,6 +9,7 @@ these points; configured by `splitsched.core.profiles` from YAML.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,9 +94,25 @@ class ClusterEvent(enum.Enum):
     ASSIGNED_POD_DELETE = "AssignedPodDelete"
     # A pending pod joined a pod group (gang): waiting members may now reach minMember.
     POD_GROUP_MEMBER_ADD = "PodGroupMemberAdd"
+    # A namespace came, went or changed its labels: namespaceSelectors may match differently.
+    NAMESPACE_CHANGE = "NamespaceChange"
+    # Storage (the volume plugins).
+    PVC_ADD = "PersistentVolumeClaimAdd"
+    PVC_UPDATE = "PersistentVolumeClaimUpdate"
+    PV_ADD = "PersistentVolumeAdd"
+    PV_UPDATE = "PersistentVolumeUpdate"
+    STORAGE_CLASS_ADD = "StorageClassAdd"
+    STORAGE_CLASS_UPDATE = "StorageClassUpdate"
+    CSI_NODE_ADD = "CSINodeAdd"
+    CSI_NODE_UPDATE = "CSINodeUpdate"
 
 
 ALL_EVENTS = frozenset(ClusterEvent)
+
+#: The CycleState key under which Reserve plugins leave the volume writes (a tuple of
+#: `storage.VolumeBinding`) the binder makes before the pod's Binding: kube-scheduler's
+#: VolumeBinding PreBind, carried by the decision (`FrameworkAlgorithm.prebind_volumes`).
+PREBIND_VOLUMES = "PreBindVolumes"
 
 
 class Plugin(Protocol):
@@ -188,7 +205,10 @@ class ScorePlugin(Protocol):
 class ReservePlugin(Protocol):
     name: ClassVar[str]
 
-    def reserve(self, state: CycleState, pod: models.Pod, node: str) -> Status: ...
+    def reserve(self, state: CycleState, pod: models.Pod, node: str) -> Status:
+        """SUCCESS (reserved: Unreserve undoes it), SKIP (nothing to reserve for this pod,
+        so nothing is kept for it) or a rejection."""
+        ...
 
     def unreserve(self, state: CycleState, pod: models.Pod, node: str) -> None: ...
 
@@ -246,6 +266,25 @@ class Profile:
     score: list[ScoreEntry] = field(default_factory=list)
     reserve: list[ReservePlugin] = field(default_factory=list)
     permit: list[PermitPlugin] = field(default_factory=list)
+    _lean: tuple[tuple[int, int, int], Profile] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def without_volume_plugins(self) -> Profile:
+        """The profile a pod without volumes runs: less the plugins marked `volumes_only`
+        (their PreFilter and Reserve SKIP such a pod, so leaving them out changes nothing
+        but the cost). Shares every other list; rebuilt when the PreFilter, Filter or
+        Reserve list changed length."""
+        key = (len(self.pre_filter), len(self.filter), len(self.reserve))
+        if self._lean is None or self._lean[0] != key:
+            lean = dataclasses.replace(
+                self,
+                pre_filter=[p for p in self.pre_filter if not _volumes_only(p)],
+                filter=[p for p in self.filter if not _volumes_only(p)],
+                reserve=[p for p in self.reserve if not _volumes_only(p)],
+            )
+            self._lean = (key, lean)
+        return self._lean[1]
 
     def events_for(self, plugin_names: set[str]) -> frozenset[ClusterEvent]:
         """The cluster events that could make a pod rejected by these plugins fit."""
@@ -257,3 +296,8 @@ class Profile:
             if name not in {p.name for p in self.filter}:
                 return ALL_EVENTS  # a prefilter/permit rejection: be safe, any event
         return frozenset(out)
+
+
+def _volumes_only(plugin: object) -> bool:
+    """A plugin with nothing to do for a pod without volumes (the volume plugins)."""
+    return bool(getattr(plugin, "volumes_only", False))

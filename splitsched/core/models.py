@@ -188,10 +188,23 @@ class Container:
     requests: ResourceList = field(default_factory=dict)
     host_ports: tuple[HostPort, ...] = ()
     restart_policy: str = ""  # "Always" marks a restartable init container (a sidecar)
+    image: str = ""  # as the pod names it; the watcher streams it for pending pods only
 
     @property
     def is_sidecar(self) -> bool:
         return self.restart_policy == "Always"
+
+
+@dataclass(frozen=True, slots=True)
+class PodVolume:
+    """A pod volume that reaches a PersistentVolumeClaim in the pod's namespace: a
+    `persistentVolumeClaim` volume, or an `ephemeral` one, whose claim Kubernetes creates
+    as "<pod name>-<volume name>". The only volumes scheduling reads."""
+
+    name: str
+    claim_name: str
+    ephemeral: bool = False
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -246,6 +259,8 @@ class Pod:
     resource_version: str = ""
     creation_timestamp: float = 0.0
     invalid_reason: str = ""
+    image_volumes: tuple[str, ...] = ()  # spec.volumes[].image.reference (ImageLocality)
+    volumes: tuple[PodVolume, ...] = ()
     _requests_cache: dict[str, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -338,6 +353,14 @@ def effective_requests(pod: Pod, *, nonzero_defaults: bool = False) -> dict[str,
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerImage:
+    """One entry of a node's status.images: every name the image goes by, and its size."""
+
+    names: tuple[str, ...]
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -348,6 +371,16 @@ class Node:
     ready: bool = True
     resource_version: str = ""
     uid: str = ""
+    images: tuple[ContainerImage, ...] = ()  # status.images (ImageLocality)
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """What scheduling reads of a Namespace: its labels, which pod affinity terms'
+    namespaceSelectors match."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from splitsched.core import models
 from splitsched.core.podindex import AffinityTermKey, PodGroup, PodGroupKey, PodIndex
+from splitsched.core.storageview import StorageView
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -34,6 +36,7 @@ _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
 _NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
+_M = TypeVar("_M")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +73,12 @@ class NodeTable:
         # position of touch_log[0]; old entries are dropped in halves.
         self.touch_log: list[int] = []
         self.touch_base = 0
-        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name).
+        # Cluster facts plugins read besides nodes: PodDisruptionBudgets by (ns, name), and
+        # each namespace's labels by name (InterPodAffinity's namespaceSelector).
         self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
+        self.namespace_labels: dict[str, Mapping[str, str]] = {}
+        # ... and storage (claims, volumes, classes, CSINodes), with the pods using volumes.
+        self.storage = StorageView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1
@@ -161,8 +168,8 @@ class NodeTable:
         self.nodes[row] = node
         self._write_node(row, node)
         self._touch(row)
-        if old.labels != node.labels or old.taints != node.taints:
-            self.spec_version += 1  # the memoised label and taint indexes are stale
+        if old.labels != node.labels or old.taints != node.taints or old.images != node.images:
+            self.spec_version += 1  # the memoised label, taint and image indexes are stale
 
     def remove_node(self, name: str) -> list[models.Pod]:
         """Remove a node's row; returns the pods that were counted on it."""
@@ -173,6 +180,8 @@ class NodeTable:
         pods = list(self.pods[row].values())
         for pod in pods:
             self._pod_index.count(name, pod, -1)
+            if pod.volumes:
+                self.storage.count_pod(name, pod, -1)
         if row != last:
             moved = self.names[last]
             self.names[row] = moved
@@ -279,6 +288,8 @@ class NodeTable:
         self.pods[row][pod.uid] = pod
         self._touch(row)
         self._pod_index.count(node_name, pod, 1)
+        if pod.volumes:
+            self.storage.count_pod(node_name, pod, 1)
         ports = self.used_ports[row]
         for hp in pod.host_ports:
             key = (hp.protocol or "TCP", hp.host_ip or "0.0.0.0", hp.port)
@@ -295,6 +306,8 @@ class NodeTable:
             return None
         self._touch(row)
         self._pod_index.count(node_name, pod, -1)
+        if pod.volumes:
+            self.storage.count_pod(node_name, pod, -1)
         vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] -= vecs.request
         self._nonzero[row, 0] -= vecs.nonzero_cpu
@@ -329,6 +342,14 @@ class NodeTable:
             self._memo.clear()
             self._memo_version = self.spec_version
         return self._memo.get(key)
+
+    def memoised(self, key: tuple[object, ...], compute: Callable[[], _M]) -> _M:
+        """`compute()`, kept until nodes come, go or change labels or taints: the
+        plugins' own indexes over node specs (a volume's node affinity, say)."""
+        hit = self._memo_get(key)
+        if hit is None:
+            hit = self._memo[key] = compute()
+        return hit  # type: ignore[return-value]
 
     def label_values(self, key: str) -> tuple[npt.NDArray[np.int32], list[str]]:
         """Per row, an index into the returned list of distinct values of label `key`;
@@ -379,6 +400,29 @@ class NodeTable:
         for row, node in enumerate(self.nodes):
             ids[row] = groups.setdefault(node.taints, len(groups))
         result = (ids, list(groups))
+        self._memo[memo_key] = result
+        return result
+
+    def image_index(self) -> Mapping[str, tuple[IntArray, IntArray]]:
+        """Per image name any node reports (status.images): the rows holding it and the
+        size each of those nodes reports. A node listing a name twice counts once, with
+        its first size. Empty while no node reports images."""
+        memo_key: tuple[object, ...] = ("images",)
+        hit = self._memo_get(memo_key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        for row, node in enumerate(self.nodes):
+            for image in node.images:
+                for name in image.names:
+                    rows, sizes = held.setdefault(name, ([], []))
+                    if not rows or rows[-1] != row:
+                        rows.append(row)
+                        sizes.append(image.size_bytes)
+        result = {
+            name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
+            for name, (rows, sizes) in held.items()
+        }
         self._memo[memo_key] = result
         return result
 

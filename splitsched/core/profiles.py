@@ -19,7 +19,9 @@ from splitsched.core.plugins import REGISTRY
 
 DEFAULT_SCHEDULER_NAME = "splitsched"
 
-# kube-scheduler's default plugin order (filters cheapest-first) and score weights.
+# kube-scheduler v1.36's default plugin order (filters cheapest-first; the first filter to
+# reject a node names it in the message) and score weights, less what is not a plugin here
+# (tests/unit/core/test_default_profile.py holds kube's table and says why for each).
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "NodeUnschedulable",
     "NodeName",
@@ -27,10 +29,15 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
-    "NodeResourcesBalancedAllocation",
     "DefaultPreemption",
+    "NodeResourcesBalancedAllocation",
+    "ImageLocality",
 )
 DEFAULT_SCORE_WEIGHTS: Mapping[str, int] = {
     "TaintToleration": 3,
@@ -39,6 +46,7 @@ DEFAULT_SCORE_WEIGHTS: Mapping[str, int] = {
     "InterPodAffinity": 2,
     "NodeResourcesFit": 1,
     "NodeResourcesBalancedAllocation": 1,
+    "ImageLocality": 1,
 }
 EXTENSION_POINTS = ("preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit")
 _PROTOCOLS: Mapping[str, type] = {

@@ -49,6 +49,9 @@ class WaitInfo:
     #: PodValidation) that rejected it; absent where no plugin did (not suggested).
     failed_node_plugins: Mapping[str, str] = field(default_factory=dict)
     total_nodes: int = 0
+    #: Not a verdict on the nodes but a plugin's error (kube's SchedulerError, retried
+    #: after a backoff): `summary` is the error.
+    scheduler_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,15 +94,30 @@ class ScoredNodes:
     rows: IntArray
     total: FloatArray
     per_plugin: Mapping[str, FloatArray]
+    #: A PreScore plugin's error, as kube words it ("running PreScore plugin ..."): no
+    #: scores then.
+    error: str = ""
 
 
 def format_summary(total: int, counts: Mapping[str, int]) -> str:
     """kube-scheduler's FitError message: "0/5 nodes are available: 2 Insufficient cpu, 3
-    node(s) had untolerated taint {gpu: true}." (reasons sorted as it sorts them)."""
+    node(s) had untolerated taint(s)." (reasons sorted as it sorts them)."""
     parts = sorted(f"{n} {reason}" for reason, n in counts.items())
     if not parts:
         return f"0/{total} nodes are available."
     return f"0/{total} nodes are available: {', '.join(parts)}."
+
+
+def scheduler_error(plugin: str, message: str, total_nodes: int) -> WaitInfo:
+    """A plugin failed (an error, not a verdict): the pod waits with kube's message and is
+    retried after a backoff."""
+    return WaitInfo(
+        summary=message,
+        reason_counts={},
+        failed_plugins=frozenset({plugin}),
+        total_nodes=total_nodes,
+        scheduler_error=True,
+    )
 
 
 def rejected_by_status(status: framework.Status, total_nodes: int) -> WaitInfo:

@@ -31,10 +31,12 @@ class RawScores:
 
 
 def shape_of(pod: models.Pod) -> tuple[object, ...]:
-    """What row-local scoring reads of a pod: requests, tolerations, node affinity."""
+    """What row-local scoring reads of a pod: requests, tolerations, node affinity, images
+    (the containers' and the image volumes')."""
     return (
         tuple(sorted(pod.requests.items())),
         pod.containers,
+        pod.image_volumes,
         pod.init_containers,
         tuple(sorted(pod.pod_requests.items())),
         tuple(sorted(pod.overhead.items())),

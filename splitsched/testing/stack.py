@@ -41,10 +41,24 @@ from splitsched.testing import certs, controlplane, kube
 
 # The rights each component needs, and nothing more. The Helm chart grants the same.
 WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["nodes", "pods", "namespaces"],
+        "verbs": ["get", "list", "watch"],
+    },
     {
         "apiGroups": ["policy"],
         "resources": ["poddisruptionbudgets"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": [""],
+        "resources": ["persistentvolumeclaims", "persistentvolumes"],
+        "verbs": ["get", "list", "watch"],
+    },
+    {
+        "apiGroups": ["storage.k8s.io"],
+        "resources": ["storageclasses", "csinodes"],
         "verbs": ["get", "list", "watch"],
     },
 )

@@ -907,6 +907,7 @@ class Pod(_message.Message):
     INVALID_REASON_FIELD_NUMBER: _builtins.int
     SCHEDULING_GATES_FIELD_NUMBER: _builtins.int
     VOLUMES_FIELD_NUMBER: _builtins.int
+    IMAGE_VOLUMES_FIELD_NUMBER: _builtins.int
     uid: _builtins.str
     namespace: _builtins.str
     name: _builtins.str
@@ -968,6 +969,12 @@ class Pod(_message.Message):
     def volumes(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodVolume]:
         """The pod's volumes that reach a PersistentVolumeClaim (the only ones scheduling reads)."""
 
+    @_builtins.property
+    def image_volumes(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """spec.volumes[].image.reference of pending pods: ImageLocality scores them like the
+        containers' images (issue 18).
+        """
+
     def __init__(
         self,
         *,
@@ -1000,10 +1007,11 @@ class Pod(_message.Message):
         invalid_reason: _builtins.str = ...,
         scheduling_gates: _abc.Iterable[_builtins.str] | None = ...,
         volumes: _abc.Iterable[Global___PodVolume] | None = ...,
+        image_volumes: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "node_affinity", b"node_affinity", "owner", b"owner", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "image_volumes", b"image_volumes", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

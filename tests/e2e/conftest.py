@@ -2,7 +2,9 @@
 
 `running_stack` (module-scoped) creates this module's kwok nodes and least-privilege
 ServiceAccounts, starts a watcher, three binders and a scheduler, and stops them (and
-deletes the nodes) afterwards. The services run mutual TLS with trusted clients, the
+deletes the nodes) afterwards. `kube_scheduler` (module-scoped) runs kube-scheduler v1.36
+as a peer on the same control plane, for the pods whose schedulerName it yields: the
+oracle a scenario is run against too. The services run mutual TLS with trusted clients, the
 stack's default and what the chart installs: tests reach them with
 `running_stack.channel()` and the CLI with `running_stack.cli_env()` (the `ops` identity).
 """
@@ -16,7 +18,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from bench.sidebyside.contenders import KUBE_SCHEDULER_NAME, KubeScheduler
 from splitsched.testing import kube, stack
+from tests.support.fixtures import ControlPlaneHandle
 
 ZONES = ("zone-a", "zone-b")
 
@@ -74,3 +78,22 @@ def running_stack(
             if "Traceback" in text:
                 print(f"--- {svc_log.name} (has a traceback) ---\n{text[-4000:]}")
         kube.delete_namespace(kube_api, sa_namespace)
+
+
+@pytest.fixture(scope="module")
+def kube_scheduler(
+    control_plane: ControlPlaneHandle, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """kube-scheduler v1.36 with one default profile for `KUBE_SCHEDULER_NAME` pods."""
+    peer = KubeScheduler(
+        "kube-scheduler",
+        kubeconfig=control_plane.kubeconfig_path,
+        workdir=tmp_path_factory.mktemp("kube-scheduler"),
+        qps=None,
+        burst=None,
+    )
+    peer.start(timeout=120)
+    try:
+        yield KUBE_SCHEDULER_NAME
+    finally:
+        peer.stop()

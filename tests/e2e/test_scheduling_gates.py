@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,8 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.sidebyside.contenders import KUBE_SCHEDULER_NAME, KubeScheduler
 from splitsched.testing import controlplane, kube, stack
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
-from tests.support.fixtures import ControlPlaneHandle
 
 pytestmark = pytest.mark.e2e
 
@@ -37,25 +34,6 @@ QUOTA, IMAGE = "example.com/quota", "example.com/image"
 #: How long gated pods are watched for anything written to them (the ungated pod created
 #: with them binds well within it, so every scheduler involved had its chance).
 QUIET_SECONDS = 4.0
-
-
-@pytest.fixture(scope="module")
-def kube_scheduler(
-    control_plane: ControlPlaneHandle, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """kube-scheduler v1.36 with one default profile for `KUBE_SCHEDULER_NAME` pods."""
-    peer = KubeScheduler(
-        "kube-gates",
-        kubeconfig=control_plane.kubeconfig_path,
-        workdir=tmp_path_factory.mktemp("kube-scheduler"),
-        qps=None,
-        burst=None,
-    )
-    peer.start(timeout=120)
-    try:
-        yield KUBE_SCHEDULER_NAME
-    finally:
-        peer.stop()
 
 
 def gated_pods(scheduler_name: str) -> list[dict[str, Any]]:

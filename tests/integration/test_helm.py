@@ -675,9 +675,11 @@ def test_chart_service_accounts_have_least_privilege(
     ]:
         assert not can(binder, verb, resource, namespace=ns), f"binder may {verb} {resource}"
 
-    # The watcher reads Nodes, Pods and PDBs, and writes nothing.
+    # The watcher reads Nodes, Pods, Namespaces, PDBs and storage, and writes nothing.
     for verb in ("get", "list", "watch"):
-        for resource in ("pods", "nodes", "policy:poddisruptionbudgets"):
+        for resource in ("pods", "nodes", "namespaces", "policy:poddisruptionbudgets",
+                         "persistentvolumeclaims", "persistentvolumes",
+                         "storage.k8s.io:storageclasses", "storage.k8s.io:csinodes"):  # fmt: skip
             assert can(watcher, verb, resource), f"watcher cannot {verb} {resource}"
     for verb, resource in [
         ("create", "pods/binding"),

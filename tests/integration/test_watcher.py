@@ -1,9 +1,10 @@
 """The watcher as a real process against the real control plane.
 
 `python -m services.watcher` runs with a least-privilege kubeconfig (get/list/watch of
-nodes, pods and poddisruptionbudgets only). A gRPC client subscribes and checks the
-snapshot and the deltas that creating, changing and deleting nodes and pods produce; a
-small TCP proxy between the watcher and the API server is cut to check the watch recovers.
+nodes, pods, namespaces, poddisruptionbudgets and storage only). A gRPC client subscribes
+and checks the snapshot and the deltas that creating, changing and deleting nodes and pods
+produce; a small TCP proxy between the watcher and the API server is cut to check the
+watch recovers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubernetes import client
 
 from splitsched import wire
+from splitsched.testing import storage
 from splitsched.testing.controlplane import REPO_ROOT
 from splitsched.testing.kube import (
     create_kwok_nodes,
@@ -43,8 +45,13 @@ from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
 
 E = watcher_pb2.ClusterEvent
 WATCHER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes", "pods", "namespaces"],
+     "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
+     "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
      "verbs": ["get", "list", "watch"]},
 ]  # fmt: skip
 LISTEN_LINE = re.compile(r"splitsched-watcher listening grpc=\S+:(\d+) http=\S+:(\d+)")
@@ -384,3 +391,66 @@ def test_not_ready_until_nodes_and_pods_are_listed(
             )
         assert resp.status == health_pb2.HealthCheckResponse.NOT_SERVING
         assert w.proc.poll() is None
+
+
+def test_storage_is_streamed_and_updates_that_change_nothing_streamed_are_absorbed(
+    kube_api: client.ApiClient, namespace: str, watcher_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """Claims, volumes, classes and CSINodes, in the snapshot and as deltas; a claim's
+    status condition changes nothing the scheduler reads (absorbed), its selected-node
+    annotation does (MODIFIED)."""
+    core = client.CoreV1Api(kube_api)
+    cls, pv, node = _unique("wsc"), _unique("wpv"), _unique("wcsi")
+    storage.create(kube_api, storage.make_storage_class(cls))
+    storage.create(kube_api, storage.make_pv(pv, storage_class=cls, csi_driver="d.example.com"))
+    storage.create(kube_api, storage.make_pvc("data", storage_class=cls), namespace=namespace)
+    storage.create(kube_api, storage.make_csi_node(node, {"d.example.com": 3}))
+    try:
+        with run_watcher(watcher_kubeconfig, tmp_path) as w:
+            sub = Subscription(w.grpc_port)
+            try:
+                snap = sub.until_synced()
+                kinds = {
+                    (which, getattr(e, which).name)
+                    for e in snap
+                    if (which := e.WhichOneof("object"))
+                }
+                assert {
+                    ("storage_class", cls),
+                    ("pv", pv),
+                    ("pvc", "data"),
+                    ("csi_node", node),
+                } <= kinds
+                (claim,) = [
+                    e.pvc
+                    for e in snap
+                    if e.WhichOneof("object") == "pvc" and e.pvc.namespace == namespace
+                ]
+                assert (claim.storage_class_name, claim.request_bytes) == (cls, 2**30)
+                (csi,) = [
+                    e.csi_node
+                    for e in snap
+                    if e.WhichOneof("object") == "csi_node" and e.csi_node.name == node
+                ]
+                assert dict(csi.allocatable) == {"d.example.com": 3}
+
+                core.patch_namespaced_persistent_volume_claim_status(
+                    "data",
+                    namespace,
+                    {"status": {"conditions": [{"type": "Resizing", "status": "True"}]}},
+                )
+                core.patch_namespaced_persistent_volume_claim(
+                    "data",
+                    namespace,
+                    {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "n1"}}},
+                )
+                ev = sub.wait(lambda e: e.WhichOneof("object") == "pvc" and e.pvc.name == "data")
+                assert ev.type == E.MODIFIED and ev.pvc.selected_node == "n1"
+                absorbed = 'absorbed_updates_total{resource="persistentvolumeclaims"} 1.0'
+                assert f"splitsched_watcher_{absorbed}" in w.metrics()
+            finally:
+                sub.close()
+    finally:
+        storage.cleanup(
+            kube_api, namespace=namespace, volumes=[pv], classes=[cls], csi_nodes=[node]
+        )

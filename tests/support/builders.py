@@ -315,18 +315,20 @@ def pod_entry(name: str, rv: str, *, node: str = "", scheduler: str = "splitsche
 
 #: In every value of `leaky_pod_json` and `leaky_node_json` that must not reach the stream.
 SECRET_MARKER = "s3cr3t"
+#: The image of `leaky_pod_json`'s app container: streamed while the pod is pending.
+LEAKY_IMAGE = "registry.example/app:1"
 
 
 def leaky_pod_json() -> dict[str, Any]:
     """API JSON of a pending splitsched pod in gang "trio" (of 3), labelled app=web,
     requesting 250m cpu, that also holds what the watcher must not stream: env (plain,
-    from secrets), envFrom, command, args, images, pull secrets, volumes and mounts, a
-    probe header, a service account, managedFields and secret-looking annotations, each
-    value containing `SECRET_MARKER`."""
+    from secrets), envFrom, command, args, pull secrets, volumes and mounts, a probe
+    header, a service account, managedFields and secret-looking annotations, each value
+    containing `SECRET_MARKER`. Its image, `LEAKY_IMAGE`, is streamed (ImageLocality)."""
     applied = {"spec": {"containers": [{"env": [{"name": "DB", "value": "s3cr3t-applied"}]}]}}
     app = {
         "name": "app",
-        "image": "registry.example/s3cr3t-image:1",
+        "image": LEAKY_IMAGE,
         "command": ["/s3cr3t-command"],
         "args": ["--password=s3cr3t-args"],
         "env": [
@@ -397,6 +399,13 @@ def leaky_node_json() -> dict[str, Any]:
 TAINT_HARD = models.Taint("dedicated", "x", "NoSchedule")
 TAINT_SOFT = models.Taint("soft", "", "PreferNoSchedule")
 APP_VALUES = ("a", "b", None)
+NAMESPACE_SELECTORS: Mapping[str, models.LabelSelector] = {
+    "all": models.LabelSelector(),
+    "team-a": selector(team="a"),
+    "no-team": models.LabelSelector(
+        match_expressions=(models.LabelSelectorRequirement("team", "DoesNotExist"),)
+    ),
+}
 SELECTORS: tuple[models.LabelSelector | None, ...] = (
     selector(app="a"),
     selector(app="b"),
@@ -426,13 +435,25 @@ def random_nodes(draw: Any) -> list[models.Node]:
 def random_term(
     draw: Any, *, key_choices: Sequence[str] = (ZONE, HOSTNAME)
 ) -> models.PodAffinityTerm:
-    ns_choice = draw(st.sampled_from(("own", "other", "all")))
+    """A term looking in its owner's namespace, in "other", in all namespaces, or in the
+    namespaces labelled team=a or without a team label (`NAMESPACE_SELECTORS`)."""
+    ns_choice = draw(st.sampled_from(("own", "other", "all", "team-a", "no-team")))
     return models.PodAffinityTerm(
         label_selector=draw(st.sampled_from(SELECTORS)),
         topology_key=draw(st.sampled_from(tuple(key_choices))),
         namespaces=("other",) if ns_choice == "other" else (),
-        namespace_selector=models.LabelSelector() if ns_choice == "all" else None,
+        namespace_selector=NAMESPACE_SELECTORS.get(ns_choice),
     )
+
+
+def random_namespace_labels(draw: Any) -> dict[str, dict[str, str]]:
+    """Labels of namespaces "default" and "other", each maybe unknown to the view."""
+    out: dict[str, dict[str, str]] = {}
+    for name in ("default", "other"):
+        labels = draw(st.sampled_from((None, {}, {"team": "a"}, {"team": "b"})))
+        if labels is not None:
+            out[name] = labels
+    return out
 
 
 def random_labels(draw: Any) -> dict[str, str]:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,57 @@ def test_missing_file_and_bad_config_exit_2(
 
 def test_simulate_needs_a_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate"]) == 2
+
+
+def test_simulate_reads_the_storage_in_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Claims, volumes, classes and CSINodes in the dump are the view's: a pod's claim is
+    found, its WaitForFirstConsumer volume decides the node; a claim the dump lacks is
+    named, as the scheduler would."""
+    node: dict[str, Any] = {"kind": "Node", "status": {"allocatable": {"cpu": "4", "pods": "10"}}}
+    spec: dict[str, Any] = {"schedulerName": "splitsched", "containers": [{"name": "c"}]}
+    pod: dict[str, Any] = {"kind": "Pod", "spec": spec}
+    doc = {"kind": "List", "items": [
+        {**node, "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}}},
+        {**node, "metadata": {"name": "n2", "labels": {"kubernetes.io/hostname": "n2"}}},
+        {"kind": "StorageClass", "metadata": {"name": "local"},
+         "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        {"kind": "PersistentVolume", "metadata": {"name": "pv"},
+         "spec": {"storageClassName": "local", "capacity": {"storage": "1Gi"},
+                  "accessModes": ["ReadWriteOnce"], "nodeAffinity": {"required": {
+                      "nodeSelectorTerms": [{"matchExpressions": [{
+                          "key": "kubernetes.io/hostname", "operator": "In",
+                          "values": ["n2"]}]}]}}},
+         "status": {"phase": "Available"}},
+        {"kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": "d"},
+         "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+                  "resources": {"requests": {"storage": "1Gi"}}}},
+        {**pod, "metadata": {"name": "db", "namespace": "d", "uid": "u1"},
+         "spec": {**spec, "volumes": [
+             {"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]}},
+        {**pod, "metadata": {"name": "lost", "namespace": "d", "uid": "u2"},
+         "spec": {**spec, "volumes": [
+             {"name": "v", "persistentVolumeClaim": {"claimName": "gone"}}]}},
+    ]}  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(doc))
+    code, lines, _ = run(["simulate", "--cluster", str(path)], capsys)
+    per_pod = {str(line["pod"]): line for line in lines[:-1]}
+    assert code == 0 and per_pod["d/db"]["node"] == "n2"
+    assert per_pod["d/lost"]["message"] == (
+        '0/2 nodes are available: persistentvolumeclaim "gone" not found.'
+    )
+
+
+def test_a_malformed_storage_object_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = {"kind": "List", "items": [{"kind": "PersistentVolume", "metadata": {"name": "pv"},
+                                      "spec": {"capacity": {"storage": "lots"}}}]}  # fmt: skip
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(doc))
+    code, _, err = run(["simulate", "--cluster", str(path)], capsys)
+    assert code == 2
+    assert "items[0] (PersistentVolume pv): spec.capacity.storage: invalid quantity" in err

@@ -102,6 +102,7 @@ containers = st.builds(
         max_size=2,
     ).map(tuple),
     restart_policy=st.sampled_from(["", "Always"]),
+    image=st.sampled_from(["", "nginx", "registry.k8s.io/pause:3.10", "a@sha256:0f"]),
 )
 tolerations = st.builds(
     models.Toleration,
@@ -154,6 +155,10 @@ pods = st.builds(
     resource_version=st.integers(min_value=0, max_value=10**12).map(str),
     creation_timestamp=timestamps,
     invalid_reason=text,
+    image_volumes=st.lists(names, max_size=2).map(tuple),
+    volumes=st.lists(
+        st.builds(models.PodVolume, names, names, st.booleans(), st.booleans()), max_size=2
+    ).map(tuple),
 )
 nodes = st.builds(
     models.Node,
@@ -174,6 +179,14 @@ nodes = st.builds(
     ready=st.booleans(),
     resource_version=st.integers(min_value=0, max_value=10**12).map(str),
     uid=text,
+    images=st.lists(
+        st.builds(
+            models.ContainerImage,
+            names=st.lists(names, max_size=3).map(tuple),
+            size_bytes=QUANTITY,
+        ),
+        max_size=3,
+    ).map(tuple),
 )
 
 
@@ -304,3 +317,9 @@ def test_pdb_without_selector_protects_nothing_and_empty_selector_protects_all()
         msg = types_pb2.PodDisruptionBudget.FromString(wire.pdb_to_proto(pdb).SerializeToString())
         assert msg.HasField("selector") is present
         assert wire.pdb_from_proto(msg).protects(victim) is present
+
+
+def test_namespace_from_proto_keeps_name_and_labels() -> None:
+    msg = types_pb2.Namespace(name="team-a", labels={"team": "a"}, resource_version="7")
+    assert wire.namespace_from_proto(msg) == models.Namespace("team-a", {"team": "a"})
+    assert wire.namespace_from_proto(types_pb2.Namespace(name="bare")).labels == {}

@@ -35,7 +35,8 @@ shows it cleared (the pods it kept out are requeued then).
 
 The parts, each a layer of `SchedulerState`: `records` (the values), `books` (what they
 all share: records, decisions in flight, `_register`, `_release`), `cycle` (deciding),
-`watch` (watch events in), `outcomes` (binders' reports, adoption, deadlines).
+`watch` (watch events in), `storage` (storage's watch events), `outcomes` (binders'
+reports, adoption, deadlines).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from services.scheduler.state.records import (
     PodRecord,
     Unschedulable,
 )
+from services.scheduler.state.storage import StorageEvents
 from services.scheduler.state.watch import WatchEvents
 
 __all__ = [
@@ -74,12 +76,13 @@ __all__ = [
     "SchedulerState",
     "SchedulingCycle",
     "StateBooks",
+    "StorageEvents",
     "Unschedulable",
     "WatchEvents",
 ]
 
 
-class SchedulerState(WatchEvents, BinderOutcomes):
-    """The whole state: watch events in (`apply_*`), decisions out (`schedule_one`,
+class SchedulerState(WatchEvents, BinderOutcomes, StorageEvents):
+    """The whole state: watch events in (`apply_*`, storage's too), decisions out (`schedule_one`,
     `take_ready_binds`), outcomes back (`on_outcome`, `refused`, `unsure`,
     `expire_overdue`), and the queries the API reads (`find`, `iter_records`)."""

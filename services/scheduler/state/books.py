@@ -177,6 +177,7 @@ class StateBooks:
             created=now,
             victims=victims,
             adopted=adopted,
+            volume_bindings=() if adopted else self.algo.prebind_volumes(pod.uid),
         )
         self.decisions[decision.decision_id] = decision
         self.decision_of_pod[pod.uid] = decision.decision_id
@@ -203,6 +204,13 @@ class StateBooks:
         )
         return decision
 
+    def _volumes_released(self, decision: Decision | None) -> None:
+        """The volumes a forgotten decision took are free again: requeue the pods the
+        volume plugins parked (kube-scheduler would wait for a storage event or the
+        unschedulable timeout)."""
+        if decision is not None and decision.volume_bindings:
+            self.queue.on_event(framework.ClusterEvent.PV_UPDATE)
+
     def _release(self, decision: Decision, *, requeue: Requeue | None, message: str) -> None:
         """A decision that did not end bound: forget its assumption (Unreserve included),
         then requeue its pod, or drop it when `requeue` is None (the pod is gone)."""
@@ -214,6 +222,7 @@ class StateBooks:
             return  # the watch already shows it bound: nothing to release
         if self.algo.forget(uid):
             self.queue.on_event(framework.ClusterEvent.ASSIGNED_POD_DELETE)
+        self._volumes_released(decision)
         rec = self.records.get(uid)
         self.victims_left.pop(decision.decision_id, None)
         if requeue is None:

@@ -89,11 +89,17 @@ class SchedulingCycle(StateBooks):
             if profile is not None and wait.failed_plugins
             else framework.ALL_EVENTS
         )
-        self.queue.add_unschedulable(qp, plugins=wait.failed_plugins, events=events)
+        if wait.scheduler_error:  # kube retries an error after a backoff
+            self.queue.add_backoff(qp)
+        else:
+            self.queue.add_unschedulable(qp, plugins=wait.failed_plugins, events=events)
         kept = dict(itertools.islice(wait.failed_node_reasons.items(), MAX_KEPT_NODE_REASONS))
         plugins = wait.failed_node_plugins
         rec.failed_node_plugins = {n: plugins[n] for n in kept if n in plugins}
-        return self._unschedulable(rec, wait.summary, kept, now)
+        unschedulable = self._unschedulable(rec, wait.summary, kept, now)
+        if wait.scheduler_error:
+            return dataclasses.replace(unschedulable, reason="SchedulerError")
+        return unschedulable
 
     def _unschedulable(
         self, rec: PodRecord, message: str, reasons: dict[str, str], now: float

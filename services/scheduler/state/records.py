@@ -12,7 +12,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from splitsched.core import models
+from splitsched.core import models, storage
 from splitsched.core.queue import QueuedPod
 
 
@@ -99,6 +99,9 @@ class Decision:
     victims: tuple[models.Pod, ...] = ()
     # Made by a predecessor and adopted from a binder's report (`adopt`).
     adopted: bool = False
+    # What the binder writes before the Binding: volumes bound to claims, claims marked
+    # for provisioning (VolumeBinding's Reserve chose them; `FrameworkAlgorithm.prebind_volumes`).
+    volume_bindings: tuple[storage.VolumeBinding, ...] = ()
 
     @property
     def is_preemption(self) -> bool:
@@ -113,6 +116,7 @@ class Unschedulable:
     pod: models.Pod
     message: str
     report: bool
+    reason: str = "Unschedulable"  # the PodScheduled condition's; SchedulerError for errors
 
 
 @dataclass(frozen=True)

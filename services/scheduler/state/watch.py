@@ -1,11 +1,12 @@
-"""Watch events into the scheduler's view: nodes, pods and disruption budgets.
+"""Watch events into the scheduler's view: nodes, pods, disruption budgets, namespaces.
 
-The service turns the watcher's stream into `apply_node`, `apply_pod` and `apply_pdb`
-calls (a snapshot's items count as ADDED; `reset` before a fresh snapshot, `mark_synced`
-after it). Assigned pods feed the cache and confirm our assumptions; pending pods of our
-profiles feed the queue; a pod that goes away frees its room and may complete a
-preemption. A pending pod with scheduling gates is GATED: held apart in the queue, never
-nominated, never tried, nothing written for it, until an update shows its last gate gone.
+The service turns the watcher's stream into `apply_node`, `apply_pod`, `apply_pdb` and
+`apply_namespace` calls (a snapshot's items count as ADDED; `reset` before a fresh
+snapshot, `mark_synced` after it). Assigned pods feed the cache and confirm our
+assumptions; pending pods of our profiles feed the queue; a pod that goes away frees its
+room and may complete a preemption. A pending pod with scheduling gates is GATED: held
+apart in the queue, never nominated, never tried, nothing written for it, until an update
+shows its last gate gone.
 """
 
 from __future__ import annotations
@@ -64,6 +65,16 @@ class WatchEvents(SchedulingCycle):
             self.cache.remove_pdb(pdb.namespace, pdb.name)
         else:
             self.cache.set_pdb(pdb)
+
+    def apply_namespace(self, kind: str, namespace: models.Namespace) -> None:
+        """Namespace labels feed namespaceSelectors; a change requeues the pods that
+        InterPodAffinity rejected."""
+        if kind == "DELETED":
+            changed = self.cache.remove_namespace(namespace.name)
+        else:
+            changed = self.cache.set_namespace(namespace)
+        if changed:
+            self.queue.on_event(framework.ClusterEvent.NAMESPACE_CHANGE)
 
     def apply_pod(self, kind: str, pod: models.Pod) -> None:
         """kind: ADDED | MODIFIED | DELETED. Assigned pods feed the cache (confirming our
@@ -169,7 +180,7 @@ class WatchEvents(SchedulingCycle):
             self.algo.forget(pod.uid)  # an assumption never bound: Unreserve too
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
-            self.decisions.pop(decision_id, None)
+            self._volumes_released(self.decisions.pop(decision_id, None))
         self._unnominate(pod.uid)
         self._drop_record(pod.uid)
         for preemption_id in done:  # after the last victim's room is free in the view

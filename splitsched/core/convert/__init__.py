@@ -22,7 +22,7 @@ modules are its inside.
 
 from __future__ import annotations
 
-from splitsched.core.convert.cluster import load_cluster
+from splitsched.core.convert.cluster import load_cluster, load_storage
 from splitsched.core.convert.fields import ConversionError
 from splitsched.core.convert.nodes import node_from_k8s
 from splitsched.core.convert.pods import (
@@ -40,6 +40,7 @@ __all__ = [
     "POD_GROUP_MIN_MEMBER",
     "ConversionError",
     "load_cluster",
+    "load_storage",
     "node_from_k8s",
     "pod_from_k8s",
 ]

@@ -1,4 +1,5 @@
-"""Cluster files: every Node and Pod in what `kubectl get nodes,pods -A -o yaml|json` prints.
+"""Cluster files: every Node and Pod in what `kubectl get nodes,pods -A -o yaml|json` prints,
+and the storage objects (`load_storage`) of such a file.
 
 Called by tools and tests that load a cluster from a file (`splitsched simulate`, the
 demo, the invariant checks). Accepts a List, a NodeList/PodList, one object, a bare JSON
@@ -13,10 +14,11 @@ from typing import Any, TypeVar
 
 import yaml
 
-from splitsched.core import models
+from splitsched.core import models, storage
 from splitsched.core.convert.fields import BadField, ConversionError, type_name
 from splitsched.core.convert.nodes import node_ref, read_node
 from splitsched.core.convert.pods import pod_ref, read_pod
+from splitsched.core.convert.storage import read_claim, read_class, read_csi_node, read_volume
 
 _YamlLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _T = TypeVar("_T")
@@ -85,6 +87,32 @@ def load_cluster(text: str) -> tuple[list[models.Node], list[models.Pod]]:
         elif not kind:
             raise ConversionError(where, "missing kind")
     return nodes, pods
+
+
+def load_storage(text: str) -> list[storage.StorageObject]:
+    """Every PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode in the same
+    kind of file (`kubectl get pvc,pv,storageclasses,csinodes -A -o yaml`, or one dump with
+    the nodes and pods too), converted strictly; other kinds are skipped."""
+    readers: dict[str, Callable[[object], storage.StorageObject]] = {
+        "PersistentVolumeClaim": read_claim,
+        "PersistentVolume": read_volume,
+        "StorageClass": read_class,
+        "CSINode": read_csi_node,
+    }
+    return [
+        _strictly(readers[kind], item, where, kind, _storage_ref)
+        for where, kind, item in _items(_documents(text))
+        if kind in readers
+    ]
+
+
+def _storage_ref(obj: object) -> str:
+    """ "<kind> [<namespace>/]<name>", whatever `obj` holds."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    ns, name = meta.get("namespace"), meta.get("name")
+    prefix = f"{ns}/" if isinstance(ns, str) and ns else ""
+    return f"object {prefix}{name if isinstance(name, str) and name else '<unnamed>'}"
 
 
 def _strictly(

@@ -13,15 +13,18 @@ from typing import Any
 from splitsched.core import models
 from splitsched.core.convert import fast
 from splitsched.core.convert.fields import (
+    INT64_MAX,
     BadField,
     ConversionError,
     as_bool,
     as_enum,
+    as_int,
     as_list,
     as_object,
     as_resources,
     as_str,
     as_str_map,
+    as_str_tuple,
     each,
     named,
     required,
@@ -53,6 +56,15 @@ def _ready(status: dict[str, Any]) -> bool:
     return ready
 
 
+def _image(value: object) -> models.ContainerImage:
+    image = as_object(value, "")
+    names, size = image.get("names"), image.get("sizeBytes")
+    return fast.ContainerImage(
+        names=as_str_tuple(names, "names") if names else (),
+        size_bytes=0 if size is None else as_int(size, "sizeBytes", low=0, high=INT64_MAX),
+    )
+
+
 def read_node(obj: object) -> models.Node:
     """The strict conversion, raising BadField."""
     obj, meta, name = named(obj)
@@ -74,6 +86,7 @@ def read_node(obj: object) -> models.Node:
         ready=ready,
         resource_version=as_str(meta.get("resourceVersion"), "metadata.resourceVersion"),
         uid=as_str(meta.get("uid"), "metadata.uid"),
+        images=each(status.get("images"), "status.images", _image),
     )
 
 

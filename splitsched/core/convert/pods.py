@@ -33,12 +33,14 @@ from splitsched.core.convert.podspec import (
     NO_AFFINITIES,
     affinities,
     containers,
+    image_volumes,
     init_containers,
     overhead,
     pod_requests,
     scheduling_gates,
     spread_constraints,
     tolerations,
+    volumes,
 )
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -147,6 +149,8 @@ def read_pod(obj: object) -> models.Pod:
         creation_timestamp=as_timestamp(
             meta.get("creationTimestamp"), "metadata.creationTimestamp"
         ),
+        image_volumes=image_volumes(spec.get("volumes")),
+        volumes=volumes(spec.get("volumes"), name),
     )
 
 

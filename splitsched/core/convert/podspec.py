@@ -1,5 +1,6 @@
-"""The parts of a pod spec scheduling reads: containers and their host ports, tolerations,
-topology spread constraints, scheduling gates and the three affinities.
+"""The parts of a pod spec scheduling reads: containers (their requests, host ports and
+image), image volumes and the volumes that use claims, tolerations, topology spread
+constraints, scheduling gates and the three affinities.
 
 Called by `pods` once per pod. Kubernetes' defaulting that scheduling depends on is
 mirrored here (SetDefaults_Pod): requests default to limits per resource, with hostNetwork
@@ -15,6 +16,7 @@ from splitsched.core.convert.fields import (
     INT32_MAX,
     INT64_MAX,
     BadField,
+    as_bool,
     as_enum,
     as_int,
     as_list,
@@ -76,6 +78,7 @@ def _container(value: object, *, host_network: bool) -> models.Container:
         requests=requests_with_limits(resources, "resources") if resources else {},
         host_ports=_host_ports(raw_ports, host_network=host_network) if raw_ports else (),
         restart_policy=as_str(restart_policy, "restartPolicy") if restart_policy else "",
+        image=as_str(c.get("image"), "image"),
     )
 
 
@@ -150,6 +153,53 @@ def tolerations(value: object) -> tuple[models.Toleration, ...]:
 
 def spread_constraints(value: object) -> tuple[models.TopologySpreadConstraint, ...]:
     return each(value, "spec.topologySpreadConstraints", _spread_constraint) if value else ()
+
+
+def _volume(value: object, pod_name: str) -> models.PodVolume | None:
+    v = as_object(value, "")
+    claim = v.get("persistentVolumeClaim")
+    if claim is None and v.get("ephemeral") is None:
+        return None  # no claim behind it: nothing for scheduling
+    name = as_str(v.get("name"), "name")
+    if claim is None:
+        # ephemeral.VolumeClaimName: the claim Kubernetes creates for the pod.
+        return models.PodVolume(name=name, claim_name=f"{pod_name}-{name}", ephemeral=True)
+    source = as_object(claim, "persistentVolumeClaim")
+    return models.PodVolume(
+        name=name,
+        claim_name=as_str(source.get("claimName"), "persistentVolumeClaim.claimName"),
+        read_only=as_bool(source.get("readOnly"), "persistentVolumeClaim.readOnly"),
+    )
+
+
+def volumes(value: object, pod_name: str) -> tuple[models.PodVolume, ...]:
+    """spec.volumes that reach a PersistentVolumeClaim (persistentVolumeClaim, ephemeral);
+    the others (secrets, config maps, projected tokens, ...) the volume plugins never read."""
+    if not value:
+        return ()
+    out = []
+    for i, raw in enumerate(as_list(value, "spec.volumes")):
+        try:
+            volume = _volume(raw, pod_name)
+        except BadField as e:
+            raise within(e, f"spec.volumes[{i}]") from None
+        if volume is not None:
+            out.append(volume)
+    return tuple(out)
+
+
+def image_volumes(value: object) -> tuple[str, ...]:
+    """spec.volumes[].image.reference: the images mounted as volumes (ImageLocality scores
+    them as it scores the containers' images)."""
+    if not value:
+        return ()
+    out = []
+    for i, raw in enumerate(as_list(value, "spec.volumes")):
+        image = as_object(raw, f"spec.volumes[{i}]").get("image")
+        if image is not None:
+            ref = as_object(image, f"spec.volumes[{i}].image").get("reference")
+            out.append(as_str(ref, f"spec.volumes[{i}].image.reference"))
+    return tuple(out)
 
 
 def _gate_name(value: object) -> str:

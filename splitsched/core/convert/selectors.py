@@ -76,6 +76,9 @@ def _node_selector_term(value: object) -> models.NodeSelectorTerm:
     )
 
 
+node_selector_term = _node_selector_term  # PersistentVolumes' node affinity reads them too
+
+
 def _preferred_scheduling_term(value: object) -> models.PreferredSchedulingTerm:
     item = as_object(value, "")
     return fast.PreferredSchedulingTerm(

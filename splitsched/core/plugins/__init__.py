@@ -12,14 +12,19 @@ from splitsched.core import framework
 from splitsched.core.plugins import (
     balanced_allocation,
     default_preemption,
+    image_locality,
     inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
     node_unschedulable,
+    node_volume_limits,
     resources_fit,
     taint_toleration,
     topology_spread,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 REGISTRY: Mapping[str, framework.PluginFactory] = {
@@ -29,8 +34,13 @@ REGISTRY: Mapping[str, framework.PluginFactory] = {
     "NodeAffinity": node_affinity.NodeAffinity,
     "NodePorts": node_ports.NodePorts,
     "NodeResourcesFit": resources_fit.NodeResourcesFit,
+    "VolumeRestrictions": volume_restrictions.VolumeRestrictions,
+    "NodeVolumeLimits": node_volume_limits.NodeVolumeLimits,
+    "VolumeBinding": volume_binding.VolumeBinding,
+    "VolumeZone": volume_zone.VolumeZone,
     "NodeResourcesBalancedAllocation": balanced_allocation.NodeResourcesBalancedAllocation,
     "PodTopologySpread": topology_spread.PodTopologySpread,
     "InterPodAffinity": inter_pod_affinity.InterPodAffinity,
     "DefaultPreemption": default_preemption.DefaultPreemption,
+    "ImageLocality": image_locality.ImageLocality,
 }

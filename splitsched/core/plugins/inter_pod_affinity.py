@@ -8,9 +8,12 @@ from `NodeTable.affinity_terms` (terms grouped by identity with a pod count per 
 existing pods are counted through `NodeTable.pod_groups`, so a pod without affinity in a
 cluster without required anti-affinity costs one dict check.
 
-Namespace selectors: the core has no Namespace objects. An empty namespaceSelector matches
-every namespace; a non-empty one matches the namespaces whose labels the service put in
-`InterPodAffinity.namespace_labels` (none by default), besides the term's `namespaces` list.
+Namespaces, as kube-scheduler picks them: a term looks in its `namespaces` and in the
+namespaces its `namespaceSelector` matches by their labels (`NodeTable.namespace_labels`,
+streamed by the watcher); an empty selector `{}` matches every namespace, and with neither
+(a nil selector, no list) the term looks in its owner's namespace. The incoming pod's
+terms only see namespaces that exist (kube lists them); an existing pod's term is matched
+against the incoming pod's namespace labels, an empty set when that namespace is unknown.
 """
 
 from __future__ import annotations
@@ -58,8 +61,10 @@ class Term:
         self,
         namespace: str,
         labels: Mapping[str, str],
-        namespace_labels: Mapping[str, Mapping[str, str]],
+        namespace_labels: Mapping[str, str] | None,
     ) -> bool:
+        """Whether a pod in `namespace` (whose labels are `namespace_labels`, None when the
+        namespace is unknown: no selector matches it) with `labels` matches."""
         if self.selector is None:
             return False
         if not (
@@ -67,8 +72,8 @@ class Term:
             or namespace in self.namespaces
             or (
                 self.namespace_selector is not None
-                and namespace in namespace_labels
-                and self.namespace_selector.matches(namespace_labels[namespace])
+                and namespace_labels is not None
+                and self.namespace_selector.matches(namespace_labels)
             )
         ):
             return False
@@ -168,6 +173,9 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             framework.ClusterEvent.ASSIGNED_POD_ADD,
             framework.ClusterEvent.ASSIGNED_POD_UPDATE,
             framework.ClusterEvent.ASSIGNED_POD_DELETE,
+            # Not among kube-scheduler's events (its pod waits for another pod or node
+            # event, or the 5-minute flush); a relabelled namespace may free a pod at once.
+            framework.ClusterEvent.NAMESPACE_CHANGE,
         }
     )
 
@@ -181,8 +189,6 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             raise ValueError("ignorePreferredTermsOfExistingPods: must be a boolean")
         self.hard_pod_affinity_weight = weight
         self.ignore_preferred_terms_of_existing_pods = ignore
-        # Namespace name -> labels, for non-empty namespaceSelectors (see module docstring).
-        self.namespace_labels: Mapping[str, Mapping[str, str]] = {}
         self._terms: dict[AffinityTermKey, Term] = {}
 
     # ---- terms ---------------------------------------------------------------------------
@@ -196,16 +202,24 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             self._terms[key] = term
         return term
 
-    def _group_matcher(self, terms: Sequence[Term]) -> Callable[[PodGroup], bool]:
-        ns_labels = self.namespace_labels
+    @staticmethod
+    def _group_matcher(terms: Sequence[Term], table: NodeTable) -> Callable[[PodGroup], bool]:
+        """The incoming pod's terms against existing pods: only known namespaces match a
+        namespaceSelector (kube-scheduler lists the namespaces it selects)."""
+        ns_labels = table.namespace_labels
 
         def match(g: PodGroup) -> bool:
-            return all(t.matches(g.namespace, g.labels, ns_labels) for t in terms)
+            return all(t.matches(g.namespace, g.labels, ns_labels.get(g.namespace)) for t in terms)
 
         return match
 
-    def _pod_matches(self, term: Term, pod: models.Pod) -> bool:
-        return term.matches(pod.namespace, pod.labels, self.namespace_labels)
+    @staticmethod
+    def _pod_matches(term: Term, pod: models.Pod, table: NodeTable) -> bool:
+        """An existing pod's term against the incoming pod: its namespace's labels, an empty
+        set when the namespace is unknown (kube's GetNamespaceLabelsSnapshot)."""
+        return term.matches(
+            pod.namespace, pod.labels, table.namespace_labels.get(pod.namespace, {})
+        )
 
     # ---- PreFilter / Filter ----------------------------------------------------------------
     def _filter_state(self, pod: models.Pod, table: NodeTable) -> _FilterState | None:
@@ -222,7 +236,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         if required:
             terms = [resolve_term(t, namespace=pod.namespace, labels=pod.labels) for t in required]
             # An existing pod counts only when it matches every required term.
-            counts = table.pod_counts_by_row(self._group_matcher(terms))
+            counts = table.pod_counts_by_row(self._group_matcher(terms, table))
             pods_exist = np.ones(n, dtype=np.bool_)
             total = 0
             for t in terms:
@@ -232,14 +246,18 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
                 total += int(per_domain.sum())
                 affinity_ok &= has  # every topology key must be on the node
                 pods_exist &= has & (per_domain[np.maximum(ids, 0)] > 0)
-            # The first pod of a group with affinity to itself: nothing matches anywhere yet.
-            first_pod = total == 0 and all(self._pod_matches(t, pod) for t in terms)
+            # The first pod of a group with affinity to itself: nothing matches anywhere yet
+            # (its own terms judge it as an existing pod would be judged).
+            own_ns = table.namespace_labels.get(pod.namespace)
+            first_pod = total == 0 and all(
+                t.matches(pod.namespace, pod.labels, own_ns) for t in terms
+            )
             if not first_pod:
                 affinity_ok &= pods_exist
 
         for raw in required_anti:
             t = resolve_term(raw, namespace=pod.namespace, labels=pod.labels)
-            counts = table.pod_counts_by_row(self._group_matcher([t]))
+            counts = table.pod_counts_by_row(self._group_matcher([t], table))
             ids, values = table.label_values(t.topology_key)
             has = ids >= 0
             per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
@@ -250,7 +268,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         forbidden: dict[str, set[int]] = {}
         for key, on_node in existing_anti.items():
             t = self._existing_term(key)
-            if not self._pod_matches(t, pod):
+            if not self._pod_matches(t, pod, table):
                 continue
             ids, _ = table.label_values(t.topology_key)
             closed = forbidden.setdefault(t.topology_key, set())
@@ -292,7 +310,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         for sign, weighted in ((1, preferred), (-1, preferred_anti)):
             for wt in weighted:
                 t = resolve_term(wt.term, namespace=pod.namespace, labels=pod.labels)
-                counts = table.pod_counts_by_row(self._group_matcher([t]))
+                counts = table.pod_counts_by_row(self._group_matcher([t], table))
                 scores.add_per_row(t.topology_key, counts, sign * wt.weight)
         self._score_existing_terms(pod, table, scores)
         # kube-scheduler skips scoring when no (topology key, value) pair was touched.
@@ -315,7 +333,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         for kind, sign, fixed in kinds:
             for key, on_node in table.affinity_terms[kind].items():
                 t = self._existing_term(key)
-                if self._pod_matches(t, pod):
+                if self._pod_matches(t, pod, table):
                     scores.add_on_nodes(t.topology_key, on_node, fixed or sign * key[0])
 
     def score(

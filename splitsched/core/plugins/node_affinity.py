@@ -7,11 +7,15 @@ Built by `splitsched.core.profiles`; run by the framework at PreFilter, Filter, 
 Score. Requirements are judged per distinct label value through the node table's memoised
 label indexes, never per node. `node_matches_mask` is reused by PodTopologySpread
 (nodeAffinityPolicy: Honor).
+
+A term kube-scheduler's label-selector parser refuses (`splitsched.core.selector_syntax`:
+a Gt/Lt value that is no integer, a value that is no label value, ...) matches no node;
+a pod whose preferred terms include one fails PreScore with the parser's message, as in
+kube (so it waits while more than one node fits it).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -19,45 +23,17 @@ import numpy as np
 
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
+from splitsched.core.selector_syntax import (
+    parse_int64,
+    preferred_terms_error,
+    term_errors,
+    term_parses,
+)
 
 REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 REASON_CONFLICT = "pod affinity terms conflict"
 NAME_FIELD = "metadata.name"
-
-_INT64 = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_PRESCORE_KEY = "PreScoreNodeAffinity"
-
-
-def parse_int64(text: str) -> int | None:
-    """strconv.ParseInt(text, 10, 64): None when it is not a base-10 int64."""
-    if not _INT64.fullmatch(text):
-        return None
-    value = int(text)
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
-
-
-def _requirement_valid(req: models.NodeSelectorRequirement) -> bool:
-    """What labels.NewRequirement accepts; a term with an invalid requirement matches no
-    node (kube-scheduler's LazyErrorNodeSelector)."""
-    if req.operator in ("In", "NotIn"):
-        return len(req.values) > 0
-    if req.operator in ("Exists", "DoesNotExist"):
-        return len(req.values) == 0
-    if req.operator in ("Gt", "Lt"):
-        return len(req.values) == 1 and parse_int64(req.values[0]) is not None
-    return False
-
-
-def _field_valid(req: models.NodeSelectorRequirement) -> bool:
-    return req.operator in ("In", "NotIn") and len(req.values) == 1
-
-
-def term_valid(term: models.NodeSelectorTerm) -> bool:
-    return all(_requirement_valid(r) for r in term.match_expressions) and all(
-        _field_valid(r) for r in term.match_fields
-    )
 
 
 def _expression_mask(table: NodeTable, req: models.NodeSelectorRequirement) -> BoolArray:
@@ -76,7 +52,7 @@ def _expression_mask(table: NodeTable, req: models.NodeSelectorRequirement) -> B
         return ~table.label_exists(req.key)
     # Gt / Lt: compare each distinct label value once; unparsable values never match.
     bound = parse_int64(req.values[0])
-    assert bound is not None  # checked by _requirement_valid
+    assert bound is not None  # checked by term_parses
     ids, distinct = table.label_values(req.key)
     good = np.zeros(len(distinct) + 1, dtype=np.bool_)  # last slot: label absent (-1)
     for i, value in enumerate(distinct):
@@ -101,8 +77,9 @@ def _field_mask(table: NodeTable, req: models.NodeSelectorRequirement) -> BoolAr
 
 
 def term_mask(table: NodeTable, term: models.NodeSelectorTerm) -> BoolArray:
-    """Rows matching one node selector term; an empty or invalid term matches none."""
-    if (not term.match_expressions and not term.match_fields) or not term_valid(term):
+    """Rows matching one node selector term; an empty term, or one the parser refuses,
+    matches none."""
+    if (not term.match_expressions and not term.match_fields) or not term_parses(term):
         return np.zeros(table.n, dtype=np.bool_)
     mask = np.ones(table.n, dtype=np.bool_)
     for req in term.match_expressions:
@@ -177,8 +154,8 @@ def _parse_term(raw: Any, where: str) -> models.NodeSelectorTerm:
         ),
         match_fields=_parse_requirements(raw.get("matchFields"), f"{where}.matchFields"),
     )
-    if not term_valid(term):
-        raise ValueError(f"{where}: invalid requirement (operator or values)")
+    if not term_parses(term):
+        raise ValueError(f"{where}: {'; '.join(term_errors(term))}")
     return term
 
 
@@ -273,6 +250,9 @@ class NodeAffinity:
         aff = pod.node_affinity
         if (aff is None or not aff.preferred) and not self.added_preferred:
             return framework.Status.skip()
+        error = preferred_terms_error(aff.preferred) if aff is not None else ""
+        if error:
+            return framework.Status(framework.Code.ERROR, (error,), self.name)
         return framework.Status.success()
 
     def score(

@@ -68,8 +68,9 @@ def tolerated_mask(
     return result
 
 
-def untolerated_reason(taint: models.Taint) -> str:
-    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+#: kube-scheduler v1.36's words; since v1.34 it no longer names the taint (one reason for
+#: every taint keeps the summary short). Explain's node classes still show each taint.
+UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
 class TaintToleration(basics.NoArgs):
@@ -90,7 +91,7 @@ class TaintToleration(basics.NoArgs):
         out: list[tuple[str, ...]] = []
         for row in rows:
             taint = first_untolerated(pod.tolerations, table.nodes[row].taints)
-            out.append((untolerated_reason(taint),) if taint is not None else ())
+            out.append((UNTOLERATED,) if taint is not None else ())
         return out
 
     def pre_score(

@@ -8,6 +8,15 @@ PreScore/Score/NormalizeScore (ScheduleAnyway constraints). Matching pods are co
 check per distinct group plus a few numpy operations over all rows; pods without constraints
 (and without system defaults) cost one attribute check.
 
+Selectors as kube-scheduler resolves them: matchLabelKeys are merged into the labelSelector
+(not into a null one, which matches nothing), and a selector that is empty after the merge
+(`{}`) counts no existing pod while the incoming pod still matches it (countPodsMatchSelector
+returns 0 for an empty selector; Filter's self-match uses Matches). nodeAffinityPolicy
+(Honor by default) and nodeTaintsPolicy (Ignore by default) decide, per constraint, whether
+nodes the pod's nodeSelector/required node affinity exclude, or whose NoSchedule/NoExecute
+taints it does not tolerate, count as domains and have their pods counted; hostname
+scoring counts a node's own pods whatever the policies.
+
 System default constraints (defaultingType System: hostname maxSkew 3 and zone maxSkew 5,
 ScheduleAnyway) need the selector of the pod's Services/ReplicaSet/StatefulSet/
 ReplicationController, which the core does not see. They are applied to pods whose owner is a
@@ -202,6 +211,10 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         if hit is not None:
             return hit
         ns = pod.namespace
+        sel = c.selector
+        if not c.owner and sel is not None and not sel.match_labels and not sel.match_expressions:
+            memo[key] = counts = np.zeros(table.n, dtype=np.int64)
+            return counts
         if c.owner:
             owner = c.owner
 
@@ -209,7 +222,6 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                 return g.owner == owner and g.namespace == ns and not g.deleting
 
         else:
-            sel = c.selector
 
             def match(g: PodGroup) -> bool:
                 return (
@@ -359,11 +371,9 @@ def _owner(pod: models.Pod) -> str:
 def _spread_selector(
     c: models.TopologySpreadConstraint, labels: Mapping[str, str]
 ) -> models.LabelSelector | None:
-    """The constraint's selector with matchLabelKeys merged in (a None selector merged with
-    keys becomes a selector of those keys, as kube-scheduler's mergeLabelSetWithSelector)."""
-    if c.label_selector is None:
-        pairs = tuple((k, labels[k]) for k in c.match_label_keys if k in labels)
-        return models.LabelSelector(match_labels=pairs) if pairs else None
+    """The constraint's selector with matchLabelKeys merged in; a None selector stays None
+    (kube's mergeLabelSetWithSelector leaves labels.Nothing() as it is, and the API refuses
+    matchLabelKeys without a labelSelector anyway)."""
     return with_label_keys(c.label_selector, labels, match_keys=c.match_label_keys)
 
 

@@ -146,7 +146,7 @@ def test_last_failures_name_the_plugin_that_rejected_each_node(
             assert big.state == scheduler_pb2.WAITING
             assert {(f.node, f.plugin, tuple(f.reasons)) for f in big.last_failures} == {
                 ("small", "NodeResourcesFit", ("Insufficient cpu",)),
-                ("gpu", "TaintToleration", ("node(s) had untolerated taint {gpu: true}",)),
+                ("gpu", "TaintToleration", ("node(s) had untolerated taint(s)",)),
             }
             argv = ["pods", "ns/big", "--server", s.target, "--timeout", "10"]
             code = await asyncio.to_thread(cli.main, argv)

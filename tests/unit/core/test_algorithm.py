@@ -78,8 +78,8 @@ def test_wait_summary_counts_first_failing_plugin_per_node() -> None:
     result = algo.schedule(pod("p", cpu=1000))
     assert result.wait is not None
     assert result.wait.summary == (
-        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint "
-        "{dedicated: gpu}, 1 node(s) were unschedulable."
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable."
     )
     assert result.wait.failed_plugins == frozenset(
         {"NodeResourcesFit", "TaintToleration", "NodeUnschedulable"}

@@ -771,6 +771,39 @@ def test_node_fields() -> None:
     assert not node.ready
 
 
+def test_node_images_keep_every_name_and_the_size() -> None:
+    node = node_from_k8s(
+        {
+            "metadata": {"name": "n"},
+            "status": {
+                "images": [
+                    {"names": ["nginx@sha256:0f", "nginx:1.27"], "sizeBytes": 70_000_000},
+                    {"names": ["pause:3.10"]},
+                ]
+            },
+        }
+    )
+    assert node.images == (
+        models.ContainerImage(("nginx@sha256:0f", "nginx:1.27"), 70_000_000),
+        models.ContainerImage(("pause:3.10",), 0),
+    )
+    assert node_from_k8s({"metadata": {"name": "bare"}}).images == ()
+
+
+def test_container_images_and_image_volumes() -> None:
+    obj = with_path(typical_pod(), ["spec", "volumes"], [
+        {"name": "cache", "emptyDir": {}},
+        {"name": "model", "image": {"reference": "models/llm:7b", "pullPolicy": "IfNotPresent"}},
+    ])  # fmt: skip
+    obj["spec"]["containers"][0]["image"] = "registry.example/web:2"
+    pod = pod_from_k8s(obj)
+    assert pod.containers[0].image == "registry.example/web:2"
+    assert pod.image_volumes == ("models/llm:7b",)
+    bad = with_path(obj, ["spec", "volumes", 1, "image", "reference"], 7)
+    with pytest.raises(ConversionError, match=r"volumes\[1\].image.reference: expected a str"):
+        pod_from_k8s(bad)
+
+
 def test_node_falls_back_to_capacity_and_defaults_ready() -> None:
     node = node_from_k8s(
         {"metadata": {"name": "n2"}, "status": {"capacity": {"cpu": "4", "memory": "8Gi"}}}
@@ -813,6 +846,14 @@ def test_node_falls_back_to_capacity_and_defaults_ready() -> None:
         (
             {"metadata": {"name": "n"}, "status": {"capacity": {"memory": "1e400"}}},
             "node n: status.capacity.memory: quantity '1e400' out of range",
+        ),
+        (
+            {"metadata": {"name": "n"}, "status": {"images": [{"names": "nginx"}]}},
+            "node n: status.images[0].names: expected a list",
+        ),
+        (
+            {"metadata": {"name": "n"}, "status": {"images": [{"sizeBytes": -1}]}},
+            "node n: status.images[0].sizeBytes: -1 is out of range",
         ),
     ],
 )

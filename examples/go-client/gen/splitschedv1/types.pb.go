@@ -1441,7 +1441,10 @@ type Pod struct {
 	// spec.schedulingGates names; while any remain the pod is never tried (SchedulingGated).
 	SchedulingGates []string `protobuf:"bytes,28,rep,name=scheduling_gates,json=schedulingGates,proto3" json:"scheduling_gates,omitempty"`
 	// The pod's volumes that reach a PersistentVolumeClaim (the only ones scheduling reads).
-	Volumes       []*PodVolume `protobuf:"bytes,29,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Volumes []*PodVolume `protobuf:"bytes,29,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// spec.volumes[].image.reference of pending pods: ImageLocality scores them like the
+	// containers' images (issue 18).
+	ImageVolumes  []string `protobuf:"bytes,44,rep,name=image_volumes,json=imageVolumes,proto3" json:"image_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1675,6 +1678,13 @@ func (x *Pod) GetSchedulingGates() []string {
 func (x *Pod) GetVolumes() []*PodVolume {
 	if x != nil {
 		return x.Volumes
+	}
+	return nil
+}
+
+func (x *Pod) GetImageVolumes() []string {
+	if x != nil {
+		return x.ImageVolumes
 	}
 	return nil
 }
@@ -2579,7 +2589,7 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x0e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x0e\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2612,7 +2622,8 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x12creation_timestamp\x18\x1a \x01(\v2\x1a.google.protobuf.TimestampR\x11creationTimestamp\x12%\n" +
 	"\x0einvalid_reason\x18\x1b \x01(\tR\rinvalidReason\x12)\n" +
 	"\x10scheduling_gates\x18\x1c \x03(\tR\x0fschedulingGates\x122\n" +
-	"\avolumes\x18\x1d \x03(\v2\x18.splitsched.v1.PodVolumeR\avolumes\x1a9\n" +
+	"\avolumes\x18\x1d \x03(\v2\x18.splitsched.v1.PodVolumeR\avolumes\x12#\n" +
+	"\rimage_volumes\x18, \x03(\tR\fimageVolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

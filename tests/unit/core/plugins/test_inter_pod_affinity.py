@@ -27,6 +27,7 @@ from tests.support.builders import (
     add_remove_churn,
     clusters,
     random_labels,
+    random_namespace_labels,
     random_term,
     selector,
 )
@@ -207,14 +208,51 @@ def test_affinity_empty_namespace_selector_means_all_namespaces() -> None:
     assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
 
 
-def test_affinity_namespace_selector_uses_supplied_namespace_labels() -> None:
+def test_affinity_namespace_selector_matches_namespaces_by_their_labels() -> None:
     table = builders.table_of(nodes(), [db("d", "n3", namespace="team-a")])
     team = selector(team="a")
     pod = builders.pod("p", pod_affinity=affinity(term(ZONE, namespace_selector=team)))
-    plugin = InterPodAffinity()
-    assert not any(run_filter(pod, table, plugin).values())  # namespace labels unknown
-    plugin.namespace_labels = {"team-a": {"team": "a"}}
-    assert run_filter(pod, table, plugin) == {"n1": False, "n2": False, "n3": True, "n4": True}
+    assert not any(run_filter(pod, table).values())  # namespace team-a is not in the view
+    table.namespace_labels["team-a"] = {"team": "b"}
+    assert not any(run_filter(pod, table).values())
+    table.namespace_labels["team-a"] = {"team": "a"}
+    assert run_filter(pod, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
+
+
+def test_namespaces_list_and_selector_are_a_union() -> None:
+    """kube's PreFilter merges the namespaces the selector lists into the term's own list."""
+    table = builders.table_of(
+        nodes(), [db("d1", "n1", namespace="listed"), db("d2", "n3", namespace="team-a")]
+    )
+    table.namespace_labels.update({"listed": {}, "team-a": {"team": "a"}})
+    t = term(HOSTNAME, namespaces=("listed",), namespace_selector=selector(team="a"))
+    pod = builders.pod("p", pod_anti_affinity=affinity(t))
+    assert run_filter(pod, table) == {"n1": False, "n2": True, "n3": False, "n4": True}
+
+
+def test_existing_anti_affinity_namespace_selector_sees_the_incoming_pods_namespace() -> None:
+    """An existing pod's term is matched against the incoming pod's namespace labels; an
+    unknown namespace has none, so a DoesNotExist selector matches it (kube's
+    GetNamespaceLabelsSnapshot gives an empty set)."""
+    no_team = models.LabelSelector(
+        match_expressions=(models.LabelSelectorRequirement("team", "DoesNotExist"),)
+    )
+    guard = builders.pod(
+        "guard",
+        node="n1",
+        namespace="ops",
+        pod_anti_affinity=affinity(term(ZONE, sel=selector(app="web"), namespace_selector=no_team)),
+    )
+    table = builders.table_of(nodes(), [guard])
+    web = builders.pod("w", namespace="shop", labels={"app": "web"})
+    assert run_filter(web, table) == {"n1": False, "n2": False, "n3": True, "n4": True}
+    table.namespace_labels["shop"] = {"team": "a"}
+    assert all(run_filter(web, table).values())
+    table.namespace_labels["shop"] = {}
+    assert reasons(web, table) == {
+        "n1": REASON_EXISTING_ANTI_AFFINITY,
+        "n2": REASON_EXISTING_ANTI_AFFINITY,
+    }
 
 
 # ---- required anti-affinity of the incoming pod --------------------------------------------
@@ -343,6 +381,38 @@ def test_score_existing_pods_preferred_terms_are_symmetric() -> None:
     assert run_score(builders.pod("q", labels={"app": "web"}), table) is None
 
 
+def test_score_namespace_selectors_of_both_sides() -> None:
+    """The incoming pod's preferred term counts pods of the namespaces its selector lists;
+    an existing pod's term is judged on the incoming pod's namespace labels."""
+    prod = selector(env="prod")
+    table = builders.table_of(
+        nodes(),
+        [
+            db("d1", "n1", namespace="prod-a"),
+            db("d2", "n3", namespace="dev-a"),
+            builders.pod(
+                "fan",
+                node="n4",
+                namespace="dev-a",
+                labels={"app": "x"},
+                pod_affinity=affinity(preferred=[(9, term(HOSTNAME, namespace_selector=prod))]),
+            ),
+        ],
+    )
+    table.namespace_labels.update({"prod-a": {"env": "prod"}, "dev-a": {"env": "dev"}})
+    pod = builders.pod(
+        "p",
+        namespace="dev-a",
+        labels={"app": "db"},
+        pod_affinity=affinity(preferred=[(5, term(ZONE, namespace_selector=prod))]),
+    )
+    # Only d1 (prod-a) counts: z1 +5. The fan's term wants prod namespaces: p is in dev-a.
+    assert run_score(pod, table) == {"n1": 100, "n2": 100, "n3": 0, "n4": 0}
+    table.namespace_labels["dev-a"] = {"env": "prod"}
+    # Now d2 counts too (z2 +5) and the fan's term selects p (n4 +9).
+    assert run_score(pod, table) == {"n1": 0, "n2": 0, "n3": 0, "n4": 100}
+
+
 def test_score_hard_pod_affinity_weight() -> None:
     needy = builders.pod("n", node="n4", labels={"app": "x"}, pod_affinity=affinity(term(ZONE)))
     table = builders.table_of(nodes(), [needy])
@@ -375,23 +445,48 @@ def test_args_validation() -> None:
 
 
 # ---- property: vectorised Filter == a plain per-node reading of kube-scheduler --------------
-def _ref_term_matches(t: models.PodAffinityTerm, owner_ns: str, target: models.Pod) -> bool:
+def _ref_term_matches(
+    t: models.PodAffinityTerm,
+    owner_ns: str,
+    target: models.Pod,
+    ns_labels: Mapping[str, Mapping[str, str]],
+    *,
+    incoming: bool,
+) -> bool:
+    """AffinityTerm.Matches: the incoming pod's term after PreFilter merged the namespaces
+    its selector lists (existing namespaces only), or an existing pod's term with the
+    incoming pod's namespace labels (empty when unknown)."""
     if t.label_selector is None:
         return False
-    if not t.namespaces and t.namespace_selector is None:
+    sel = t.namespace_selector
+    everything = sel is not None and not sel.match_labels and not sel.match_expressions
+    if not t.namespaces and sel is None:
         namespaces_ok = target.namespace == owner_ns
+    elif everything or target.namespace in t.namespaces:
+        namespaces_ok = True
+    elif sel is None:
+        namespaces_ok = False
+    elif incoming:
+        namespaces_ok = target.namespace in ns_labels and sel.matches(ns_labels[target.namespace])
     else:
-        sel = t.namespace_selector
-        everything = sel is not None and not sel.match_labels and not sel.match_expressions
-        namespaces_ok = everything or target.namespace in t.namespaces
+        namespaces_ok = sel.matches(ns_labels.get(target.namespace, {}))
     return namespaces_ok and t.label_selector.matches(target.labels)
 
 
 def reference_affinity_filter(
-    pod: models.Pod, nodes: Sequence[models.Node], pods: Sequence[models.Pod]
+    pod: models.Pod,
+    nodes: Sequence[models.Node],
+    pods: Sequence[models.Pod],
+    ns_labels: Mapping[str, Mapping[str, str]],
 ) -> dict[str, bool]:
     """PreFilter's three topology-pair maps and Filter's three checks from
     interpodaffinity/filtering.go, node by node."""
+
+    def matches(
+        t: models.PodAffinityTerm, owner_ns: str, target: models.Pod, *, incoming: bool = True
+    ) -> bool:
+        return _ref_term_matches(t, owner_ns, target, ns_labels, incoming=incoming)
+
     by_name = {n.name: n for n in nodes}
     req = pod.pod_affinity.required if pod.pod_affinity else ()
     anti = pod.pod_anti_affinity.required if pod.pod_anti_affinity else ()
@@ -400,17 +495,17 @@ def reference_affinity_filter(
     existing_counts: dict[tuple[str, str], int] = {}
     for p in pods:
         node = by_name[p.node_name]
-        if req and all(_ref_term_matches(t, pod.namespace, p) for t in req):
+        if req and all(matches(t, pod.namespace, p) for t in req):
             for t in req:
                 if t.topology_key in node.labels:
                     pair = (t.topology_key, node.labels[t.topology_key])
                     affinity_counts[pair] = affinity_counts.get(pair, 0) + 1
         for t in anti:
-            if _ref_term_matches(t, pod.namespace, p) and t.topology_key in node.labels:
+            if matches(t, pod.namespace, p) and t.topology_key in node.labels:
                 pair = (t.topology_key, node.labels[t.topology_key])
                 anti_counts[pair] = anti_counts.get(pair, 0) + 1
         for t in p.pod_anti_affinity.required if p.pod_anti_affinity else ():
-            if _ref_term_matches(t, p.namespace, pod) and t.topology_key in node.labels:
+            if matches(t, p.namespace, pod, incoming=False) and t.topology_key in node.labels:
                 pair = (t.topology_key, node.labels[t.topology_key])
                 existing_counts[pair] = existing_counts.get(pair, 0) + 1
     out: dict[str, bool] = {}
@@ -424,7 +519,7 @@ def reference_affinity_filter(
             if affinity_counts.get((t.topology_key, node.labels[t.topology_key]), 0) <= 0:
                 pods_exist = False
         if ok and not pods_exist:
-            ok = not affinity_counts and all(_ref_term_matches(t, pod.namespace, pod) for t in req)
+            ok = not affinity_counts and all(matches(t, pod.namespace, pod) for t in req)
         for t in anti:
             value = node.labels.get(t.topology_key)
             if value is not None and anti_counts.get((t.topology_key, value), 0) > 0:
@@ -449,11 +544,13 @@ def affinity_pods(draw: Any) -> models.Pod:
 
 
 @settings(max_examples=300, deadline=None)
-@given(cluster=clusters(), pod=affinity_pods())
+@given(cluster=clusters(), pod=affinity_pods(), data=st.data())
 def test_filter_matches_plain_reference(
-    cluster: tuple[list[models.Node], list[models.Pod]], pod: models.Pod
+    cluster: tuple[list[models.Node], list[models.Pod]], pod: models.Pod, data: st.DataObject
 ) -> None:
     nodes, pods = cluster
     table = builders.table_of(nodes, pods)
+    table.namespace_labels.update(data.draw(st.composite(random_namespace_labels)()))
     add_remove_churn(table, pods)
-    assert run_filter(pod, table) == reference_affinity_filter(pod, nodes, pods)
+    expected = reference_affinity_filter(pod, nodes, pods, table.namespace_labels)
+    assert run_filter(pod, table) == expected

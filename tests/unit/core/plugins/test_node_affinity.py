@@ -110,6 +110,34 @@ def test_invalid_requirement_matches_nothing() -> None:
         assert run(pod(node_affinity=required(term))) == [False] * 4
 
 
+@pytest.mark.parametrize(
+    "term",
+    [
+        # What the API server stores but labels.NewRequirement refuses: kube-scheduler's
+        # term matches no node even where the valid part of it would.
+        expr("zone", "In", "a", "not a label value"),  # a value with spaces
+        expr("zone", "NotIn", "-x"),  # a value must start alphanumeric
+        expr("zone", "In", "a", "x" * 64),  # longer than 63
+        expr("zone", "In", "a", "team/a"),  # "/" is no label value character
+        expr("gen", "Gt", "+4"),  # ParseInt takes it, the label-value check does not
+        expr("gen", "Lt", "-1"),
+        expr("bad key!", "Exists"),
+    ],
+    ids=["space", "leading-dash", "too-long", "slash", "plus-sign", "negative", "key"],
+)
+def test_a_term_the_label_selector_parser_refuses_matches_nothing(
+    term: models.NodeSelectorTerm,
+) -> None:
+    assert run(pod(node_affinity=required(term))) == [False] * 4
+    # ORed with a valid term, only the valid one counts.
+    assert run(pod(node_affinity=required(term, expr("zone", "In", "b")))) == [
+        False,
+        True,
+        False,
+        False,
+    ]
+
+
 def test_requirements_in_a_term_are_anded() -> None:
     term = T(match_expressions=(R("zone", "In", ("a", "b")), R("gen", "Gt", ("4",))))
     assert run(pod(node_affinity=required(term))) == [False, True, False, False]
@@ -287,3 +315,23 @@ def test_invalid_added_affinity_rejected() -> None:
     }
     with pytest.raises(ValueError):
         NodeAffinity(bad)
+
+
+def test_a_preferred_term_the_parser_refuses_fails_pre_score_with_kubes_message() -> None:
+    """The API always accepts such a value in a preferred term; kube-scheduler's
+    NodeAffinity PreScore then returns the parser's error (so the pod waits while more
+    than one node fits it)."""
+    table = table_of(NODES)
+    aff = models.NodeAffinity(
+        preferred=(pref(1, expr("zone", "In", "a")), pref(5, expr("gen", "Gt", "four")))
+    )
+    status = NodeAffinity().pre_score(fresh_state(), pod(node_affinity=aff), table, all_rows(table))
+    assert status.code is framework.Code.ERROR and status.plugin == "NodeAffinity"
+    assert status.reasons == (
+        '[1].matchExpressions[0].values[0]: Invalid value: "four": '
+        "for 'Gt', 'Lt' operators, the value must be an integer",
+    )
+    # A weight-0 term is skipped before it is parsed, as kube does.
+    zero = models.NodeAffinity(preferred=(pref(0, expr("gen", "Gt", "four")),))
+    ok = NodeAffinity().pre_score(fresh_state(), pod(node_affinity=zero), table, all_rows(table))
+    assert ok.ok

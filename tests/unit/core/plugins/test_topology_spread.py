@@ -374,6 +374,74 @@ def test_prefer_no_schedule_taints_do_not_exclude_under_honor() -> None:
     assert got == {"node-a": False, "node-b": True}
 
 
+def test_an_empty_selector_counts_no_pod_but_matches_the_incoming_one() -> None:
+    """kube's countPodsMatchSelector returns 0 for an empty selector, while Filter's
+    self-match (Selector.Matches) is 1: every node fits maxSkew 1 however pods lie."""
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 3, "node-x": 1}))
+    pod = incoming(tsc(HOSTNAME, sel=models.LabelSelector()))
+    assert all(run_filter(pod, table).values())
+    # With matchLabelKeys merged in it is no longer empty: it counts pods of the same key.
+    keyed = incoming(tsc(HOSTNAME, sel=models.LabelSelector(), match_label_keys=("foo",)))
+    assert run_filter(keyed, table) == {
+        "node-a": False,
+        "node-b": True,
+        "node-x": False,
+        "node-y": True,
+    }
+    soft = incoming(tsc(HOSTNAME, hard=False, sel=models.LabelSelector()))
+    assert run_score(soft, table) == dict.fromkeys(table.names, 100.0)
+
+
+def test_a_null_selector_takes_no_match_label_keys_and_matches_nothing() -> None:
+    """labels.Nothing() stays Nothing when kube merges matchLabelKeys (the API refuses the
+    combination; Simulate input may still carry it)."""
+    table = builders.table_of(four_nodes(), foo_pods({"node-a": 3}))
+    null = models.TopologySpreadConstraint(
+        max_skew=1,
+        topology_key=HOSTNAME,
+        when_unsatisfiable="DoNotSchedule",
+        label_selector=None,
+        match_label_keys=("foo",),
+    )
+    pod = incoming(null)
+    # Nothing counted, no self-match: 0 + 0 - 0 <= 1 everywhere.
+    assert all(run_filter(pod, table).values())
+
+
+def test_score_node_taints_policy_decides_whose_pods_count_in_a_domain() -> None:
+    """Scoring counts, per domain of the candidates, the pods on every node the policies
+    admit: Honor leaves out the untolerated tainted node's pods (kube's PreScore)."""
+    taint = models.Taint("dedicated", "x", "NoSchedule")
+    nodes = [
+        builders.node("a", hostname=True, zone="z1"),
+        builders.node("b", hostname=True, zone="z2"),
+        builders.node("c", hostname=True, zone="z1", taints=[taint]),
+    ]
+    table = builders.table_of(nodes, foo_pods({"c": 2, "b": 1}))
+    # Ignore: z1 = 2, z2 = 1; weight ln(2 + 2): a round(2.77) = 3, b round(1.39) = 1.
+    ignore = incoming(tsc(ZONE, hard=False))
+    assert run_score(ignore, table, ["a", "b"]) == {"a": 33.0, "b": 100.0}
+    # Honor: c's pods are out, z1 = 0: a 0, b 1.
+    honor = incoming(tsc(ZONE, hard=False, node_taints_policy="Honor"))
+    assert run_score(honor, table, ["a", "b"]) == {"a": 100.0, "b": 0.0}
+
+
+def test_score_node_affinity_policy_decides_whose_pods_count_in_a_domain() -> None:
+    nodes = [
+        builders.node("a", hostname=True, zone="z1", labels={"disk": "ssd"}),
+        builders.node("b", hostname=True, zone="z2", labels={"disk": "ssd"}),
+        builders.node("c", hostname=True, zone="z1"),
+    ]
+    table = builders.table_of(nodes, foo_pods({"c": 2, "b": 1}))
+    # Honor (the default): c fails the nodeSelector, its pods are out of z1.
+    honor = incoming(tsc(ZONE, hard=False), node_selector={"disk": "ssd"})
+    assert run_score(honor, table, ["a", "b"]) == {"a": 100.0, "b": 0.0}
+    ignore = incoming(
+        tsc(ZONE, hard=False, node_affinity_policy="Ignore"), node_selector={"disk": "ssd"}
+    )
+    assert run_score(ignore, table, ["a", "b"]) == {"a": 33.0, "b": 100.0}
+
+
 def test_filter_without_prefilter_state_computes_it() -> None:
     table = builders.table_of(four_nodes(), foo_pods({"node-a": 2, "node-b": 1, "node-y": 3}))
     mask = PodTopologySpread().filter(framework.CycleState(), incoming(tsc(HOSTNAME)), table)
@@ -529,18 +597,41 @@ def test_system_defaults_do_not_require_the_zone_label() -> None:
 
 
 # ---- property: vectorised Filter == a plain per-node reading of kube-scheduler --------------
-def _ref_selector(c: models.TopologySpreadConstraint, pod: models.Pod) -> Any:
+def _ref_selector(c: models.TopologySpreadConstraint, pod: models.Pod) -> tuple[Any, Any]:
+    """(counts, matches): which existing pods countPodsMatchSelector counts, and the
+    selector's Matches (the incoming pod's self-match). A nil labelSelector is
+    labels.Nothing() and takes no matchLabelKeys; an empty one, after the merge, is
+    labels.Everything(), which matches every pod but counts none (selector.Empty())."""
     sel = c.label_selector
     keys = {k: pod.labels[k] for k in c.match_label_keys if k in pod.labels}
 
     def matches(labels: Mapping[str, str]) -> bool:
-        if sel is None and not keys:
+        if sel is None:
             return False
-        if any(labels.get(k) != v for k, v in keys.items()):
-            return False
-        return sel is None or sel.matches(labels)
+        return all(labels.get(k) == v for k, v in keys.items()) and sel.matches(labels)
 
-    return matches
+    empty = sel is not None and not sel.match_labels and not sel.match_expressions and not keys
+
+    def counts(labels: Mapping[str, str]) -> bool:
+        return not empty and matches(labels)
+
+    return counts, matches
+
+
+def _ref_node_affinity(pod: models.Pod, node: models.Node) -> bool:
+    """GetRequiredNodeAffinity(pod).Match for the nodeSelector and single-requirement In /
+    NotIn terms spread_pods draws."""
+    if any(node.labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    aff = pod.node_affinity
+    if aff is None or aff.required is None:
+        return True
+    for term in aff.required:
+        (req,) = term.match_expressions
+        has = node.labels.get(req.key) in req.values
+        if has == (req.operator == "In"):
+            return True
+    return False
 
 
 def reference_spread_filter(
@@ -548,15 +639,15 @@ def reference_spread_filter(
 ) -> dict[str, bool]:
     """calPreFilterState + Filter from podtopologyspread/filtering.go, node by node."""
     hard = [c for c in pod.topology_spread_constraints if c.when_unsatisfiable == "DoNotSchedule"]
-    matchers = [_ref_selector(c, pod) for c in hard]
+    resolved = [_ref_selector(c, pod) for c in hard]
+    counters = [counts for counts, _ in resolved]
+    matchers = [matches for _, matches in resolved]
     domain_counts: list[dict[str, int]] = [{} for _ in hard]
     for node in nodes:
         if any(c.topology_key not in node.labels for c in hard):
             continue
         for i, c in enumerate(hard):
-            if c.node_affinity_policy == "Honor" and any(
-                node.labels.get(k) != v for k, v in pod.node_selector.items()
-            ):
+            if c.node_affinity_policy == "Honor" and not _ref_node_affinity(pod, node):
                 continue
             if c.node_taints_policy == "Honor" and any(
                 t.effect in ("NoSchedule", "NoExecute")
@@ -571,7 +662,7 @@ def reference_spread_filter(
                 if p.node_name == node.name
                 and p.namespace == pod.namespace
                 and not p.deleting
-                and matchers[i](p.labels)
+                and counters[i](p.labels)
             )
             domain_counts[i][value] = domain_counts[i].get(value, 0) + here
     out: dict[str, bool] = {}
@@ -610,9 +701,20 @@ def spread_pods(draw: Any) -> models.Pod:
                 match_label_keys=draw(st.sampled_from(((), ("rev",)))),
             )
         )
+    op = draw(st.sampled_from((None, "In", "NotIn")))
+    required = (
+        None
+        if op is None
+        else (
+            models.NodeSelectorTerm(
+                match_expressions=(models.NodeSelectorRequirement("disk", op, ("ssd",)),)
+            ),
+        )
+    )
     return builders.pod(
         "incoming",
         labels=random_labels(draw),
+        node_affinity=None if required is None else models.NodeAffinity(required=required),
         node_selector={"disk": "ssd"} if draw(st.booleans()) else {},
         tolerations=(models.Toleration(key="dedicated", operator="Exists"),)
         if draw(st.booleans())

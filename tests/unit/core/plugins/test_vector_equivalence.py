@@ -3,6 +3,7 @@ reference predicate written straight from kube-scheduler's per-node code."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from hypothesis import given, settings
@@ -170,12 +171,22 @@ def ref_requirement(r: models.NodeSelectorRequirement, labels: Mapping[str, str]
     return value > bound if r.operator == "Gt" else value < bound
 
 
+#: A label value as the API's label-selector parser accepts it (kube's LazyErrorNodeSelector
+#: makes a term with any other value match no node: labels.NewRequirement checks every
+#: value, Gt/Lt's too, so "-2" is refused though it is an int64).
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
 def ref_valid(r: models.NodeSelectorRequirement) -> bool:
     if r.operator in ("In", "NotIn"):
-        return bool(r.values)
+        return bool(r.values) and all(len(v) <= 63 and LABEL_VALUE.fullmatch(v) for v in r.values)
     if r.operator in ("Exists", "DoesNotExist"):
         return not r.values
-    return len(r.values) == 1 and ref_int(r.values[0]) is not None
+    return (
+        len(r.values) == 1
+        and ref_int(r.values[0]) is not None
+        and LABEL_VALUE.fullmatch(r.values[0]) is not None
+    )
 
 
 def ref_term(t: models.NodeSelectorTerm, nd: models.Node) -> bool:

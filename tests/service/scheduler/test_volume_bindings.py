@@ -1,0 +1,169 @@
+"""VolumeBinding's assumptions through the scheduler service (issue 18 item 2).
+
+The scheduler runs whole, in process: a watcher stream (an in-process hub filled through
+the watcher's own conversion) brings two nodes, a WaitForFirstConsumer class, one local
+volume, two claims and a pod per claim; a binder records what it is sent. The first pod's
+BindRequest carries the volume VolumeBinding chose in `volume_bindings`, and while that
+binding is in flight the volume is assumed, so the second pod waits. The binder reports the
+binding FAILED (ReportBindingOutcome over gRPC): the scheduler forgets the first pod
+(Unreserve gives the volume back) and the volume goes to one of the two pods, whichever
+the queue tries first, in a second BindRequest; the other waits again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import grpc
+
+from services.scheduler import main as scheduler_main
+from services.scheduler.settings import SchedulerSettings
+from services.watcher import entries, ring
+from splitsched.runtime import grpcsrv, service
+from splitsched.testing import kube
+from splitsched.testing import storage as st
+from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from tests.support import watcher as fake_watcher
+
+NOW = 1_700_000_000.0
+NS = "team"
+
+
+class RecordingBinder(binder_pb2_grpc.BinderServicer):
+    """Accepts every decision and remembers it; reports nothing by itself."""
+
+    def __init__(self) -> None:
+        self.requests: list[binder_pb2.BindRequest] = []
+        self.arrived = asyncio.Event()
+
+    async def BindBatch(
+        self, request: binder_pb2.BindBatchRequest, context: Any
+    ) -> binder_pb2.BindBatchResponse:
+        self.requests.extend(request.requests)
+        self.arrived.set()
+        return binder_pb2.BindBatchResponse(
+            responses=[binder_pb2.BindResponse(decision_id=r.decision_id, accepted=True)
+                       for r in request.requests]
+        )  # fmt: skip
+
+    async def ReportUnschedulable(
+        self, request: binder_pb2.UnschedulableReport, context: Any
+    ) -> binder_pb2.BinderAck:
+        return binder_pb2.BinderAck(accepted=True)
+
+    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
+        raise AssertionError("the scheduler sends batches")
+
+    async def Preempt(
+        self, request: binder_pb2.PreemptRequest, context: Any
+    ) -> binder_pb2.BinderAck:
+        raise AssertionError("nothing to preempt here")
+
+    async def next_request(self, count: int) -> binder_pb2.BindRequest:
+        while len(self.requests) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), 20)
+        return self.requests[count - 1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
+    meta = manifest["metadata"]
+    meta.setdefault("uid", f"uid-{meta['name']}")
+    meta["resourceVersion"] = rv
+    return manifest
+
+
+def cluster() -> ring.ClusterHub:
+    """The hub as the watcher would fill it from the API server."""
+    conv = entries.Converter()
+    hub = ring.ClusterHub(ring_size=100, first_sequence=1)
+    pv = named(st.make_pv("pv-a", storage_class="local", node_affinity={st.HOSTNAME: ["node-a"]}))
+    pv["status"] = {"phase": "Available"}  # as the PV controller leaves a new volume
+    items = [
+        conv.node(named(kube.make_node("node-a")), NOW),
+        conv.node(named(kube.make_node("node-b")), NOW),
+        conv.storage_class(named(st.make_storage_class("local")), NOW),
+        conv.pv(pv, NOW),
+    ]
+    for i in (1, 2):
+        claim = named(st.make_pvc(f"data-{i}", storage_class="local"))
+        claim["metadata"]["namespace"] = NS
+        pod = named(st.with_claims(kube.make_pod(f"web-{i}"), [f"data-{i}"]))
+        pod["metadata"]["namespace"] = NS
+        items += [conv.pvc(claim, NOW), conv.pod(pod, NOW)]
+    for entry in items:
+        assert entry is not None
+        hub.upsert(entry)
+    hub.mark_synced()
+    return hub
+
+
+@asynccontextmanager
+async def running(watcher: int, binder: int) -> AsyncIterator[str]:
+    """The scheduler service against them; yields its API's address."""
+    api = f"127.0.0.1:{free_port()}"
+    settings = SchedulerSettings.load(
+        ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
+         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", "0", "--bind-timeout", "60"],
+        environ={},
+    )  # fmt: skip
+    svc = scheduler_main.SchedulerService(settings)
+    served = asyncio.create_task(service.serve(svc, settings.common))
+    try:
+        yield api
+    finally:
+        svc.leadership.stopped_leading()
+        await asyncio.wait_for(served, 20)
+
+
+def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
+    async def body() -> None:
+        binder = RecordingBinder()
+        server = await grpcsrv.serve(
+            listen="127.0.0.1:0",
+            servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
+            service_names=["splitsched.v1.Binder"],
+        )
+        await server.set_serving(True)
+        binder_port = server.port
+        try:
+            async with (
+                fake_watcher.serving(cluster()) as watcher_port,
+                running(watcher_port, binder_port) as api,
+            ):
+                first = await binder.next_request(1)
+                assert first.node == "node-a"
+                claim = f"data-{first.pod.name[-1]}"
+                assert [(b.claim_namespace, b.claim_name, b.pv_name)
+                        for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
+                await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
+                assert len(binder.requests) == 1
+                async with grpc.aio.insecure_channel(api) as channel:
+                    failed = scheduler_pb2.BindingOutcome(
+                        decision_id=first.decision_id, pod=first.pod, node=first.node,
+                        result=scheduler_pb2.BindingOutcome.FAILED,
+                        message="binding volumes: timed out",
+                    )  # fmt: skip
+                    await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
+                        scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[failed],
+                                                                  binder_id="b"), timeout=10
+                    )  # fmt: skip
+                second = await binder.next_request(2)
+                assert second.node == "node-a"
+                assert [b.pv_name for b in second.volume_bindings] == ["pv-a"]
+                await asyncio.sleep(1.0)
+                assert len(binder.requests) == 2  # one volume, one binding in flight
+        finally:
+            await server.stop(0)
+
+    asyncio.run(asyncio.wait_for(body(), 60))

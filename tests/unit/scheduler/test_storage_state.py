@@ -1,0 +1,118 @@
+"""The scheduler's state with storage: watch events fill the view and requeue the pods
+the volume plugins parked; a decision carries the volumes VolumeBinding chose; every path
+that forgets the pod (a failed binding, the pod deleted) gives its volume back, and a bound
+pod's volume stays taken until the watch shows it bound."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from services.scheduler.state import Outcome, Phase, SchedulerState
+from splitsched.core import storage
+from splitsched.core.clock import FakeClock
+from tests.support.builders import scheduler_state
+from tests.support.scheduler import decide, parked
+from tests.support.storage import claim, claim_pod, host, storage_class, volume
+
+NODES = [host("node-a"), host("node-b")]
+
+
+def local_state(clock: FakeClock) -> SchedulerState:
+    state = scheduler_state(clock, nodes=NODES, bind_timeout=30)
+    for obj in (storage_class("local"), claim("c1", cls="local"), claim("c2", cls="local"),
+                volume("pv-a", cls="local", node="node-a")):  # fmt: skip
+        state.apply_storage("ADDED", obj)
+    return state
+
+
+def after_backoff(state: SchedulerState, clock: FakeClock) -> None:
+    clock.advance(30)
+    state.queue.flush()
+
+
+def test_the_decision_carries_the_chosen_volume(clock: FakeClock) -> None:
+    state = local_state(clock)
+    state.apply_pod("ADDED", claim_pod("p1", "c1", scheduler_name="splitsched"))
+    d = decide(state)
+    assert d.node == "node-a"
+    assert d.volume_bindings == (storage.VolumeBinding("default", "c1", "pv-a"),)
+    # The second claim finds the volume taken.
+    state.apply_pod("ADDED", claim_pod("p2", "c2", scheduler_name="splitsched"))
+    u = parked(state)
+    assert u.message == (
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+    )
+
+
+def test_a_failed_binding_gives_the_volume_back(clock: FakeClock) -> None:
+    state = local_state(clock)
+    state.apply_pod("ADDED", claim_pod("p1", "c1", scheduler_name="splitsched"))
+    d = decide(state)
+    state.apply_pod("ADDED", claim_pod("p2", "c2", scheduler_name="splitsched"))
+    parked(state)
+    state.on_outcome(decision_id=d.decision_id, result=Outcome.FAILED, message="volume step")
+    assert not state.cache.table.storage.is_assumed("pv-a")
+    # The release requeued p1 (backoff) and, freeing room, p2: whichever comes first takes
+    # the volume, the other waits.
+    after_backoff(state, clock)
+    d2 = decide(state)
+    assert d2.volume_bindings[0].pv_name == "pv-a"
+    assert "persistent volumes" in parked(state).message
+
+
+def test_a_deleted_pod_gives_the_volume_back(clock: FakeClock) -> None:
+    state = local_state(clock)
+    p1 = claim_pod("p1", "c1", scheduler_name="splitsched")
+    state.apply_pod("ADDED", p1)
+    decide(state)
+    assert state.cache.table.storage.is_assumed("pv-a")
+    state.apply_pod("DELETED", p1)
+    assert not state.cache.table.storage.is_assumed("pv-a")
+
+
+def test_a_bound_pods_volume_stays_taken_until_the_watch_shows_it(clock: FakeClock) -> None:
+    state = local_state(clock)
+    p1 = claim_pod("p1", "c1", scheduler_name="splitsched")
+    state.apply_pod("ADDED", p1)
+    d = decide(state)
+    state.on_outcome(decision_id=d.decision_id, result=Outcome.BOUND)
+    state.apply_pod("MODIFIED", dataclasses.replace(p1, node_name="node-a"))
+    assert state.records[p1.uid].phase is Phase.BOUND
+    view = state.cache.table.storage
+    assert view.is_assumed("pv-a")
+    c1 = view.claims[("default", "c1")]
+    bound = volume("pv-a", cls="local", node="node-a", rv="2",
+                   claim_ref=storage.ClaimRef("default", "c1", c1.uid))  # fmt: skip
+    state.apply_storage("MODIFIED", bound)
+    assert not view.is_assumed("pv-a") and view.volume("pv-a") == bound
+
+
+def test_storage_events_requeue_what_the_volume_plugins_parked(clock: FakeClock) -> None:
+    state = local_state(clock)
+    state.apply_storage("DELETED", volume("pv-a", cls="local"))
+    state.apply_pod("ADDED", claim_pod("p", "late", scheduler_name="splitsched"))
+    u = parked(state)
+    assert u.message == '0/2 nodes are available: persistentvolumeclaim "late" not found.'
+    assert state.queue.lengths()["unschedulable"] == 1
+    state.apply_storage("ADDED", claim("late", cls="local"))  # the claim appears
+    assert state.queue.lengths()["unschedulable"] == 0
+    after_backoff(state, clock)
+    u = parked(state)  # ... and waits for a volume now
+    assert "didn't find available persistent volumes to bind" in u.message
+    state.apply_storage("ADDED", volume("pv-b", cls="local", node="node-b"))
+    after_backoff(state, clock)
+    d = decide(state)
+    assert (d.node, d.volume_bindings) == (
+        "node-b",
+        (storage.VolumeBinding("default", "late", "pv-b"),),
+    )
+
+
+def test_a_storage_deletion_leaves_the_view(clock: FakeClock) -> None:
+    state = local_state(clock)
+    state.apply_storage("DELETED", volume("pv-a", cls="local"))
+    state.apply_storage("DELETED", claim("c2", cls="local"))
+    view = state.cache.table.storage
+    assert "pv-a" not in view.volumes and ("default", "c2") not in view.claims
+    state.reset()  # a fresh snapshot: a fresh view
+    assert not state.cache.table.storage.claims
