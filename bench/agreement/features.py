@@ -1,8 +1,9 @@
 """What a scenario may use: the features the generators know, and which are on by default.
 
-A feature is on by default once both schedulers support it on ``main``; the others can be
-asked for (``--features +namespaces``) and show what still differs. ``--features`` takes a
-comma-separated list: plain names replace the default set, ``+name`` / ``-name`` edit it.
+A feature is on by default once both schedulers support it on ``main`` (all of them now);
+one can be left out (``--features -storage``) to see what it alone changes. ``--features`` takes a
+comma-separated list: plain names replace the default set, ``+name`` / ``-name`` edit it
+(``-storage`` also drops ``csi-limits``, which needs it).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ FEATURES: dict[str, str] = {
     "gates": "pods created with scheduling gates, which must stay untouched until removed",
     "images": "node status.images and container images (ImageLocality: scores only)",
     "namespaces": "labelled namespaces; affinity terms with a namespaceSelector",
-    "storage": "StorageClasses, static PVs and PVCs (needs the storage plugins, the "
-    "binder's volume step and kube-controller-manager's PV binder)",
+    "storage": "StorageClasses, PVs pre-bound to claims by node or zone, ReadWriteOncePod, "
+    "unbound Immediate claims, a missing class or claim",
     "csi-limits": "CSINode attach limits and pods with CSI volumes (with storage)",
 }
 
@@ -52,6 +53,9 @@ DEFAULT_FEATURES: frozenset[str] = frozenset(
         "spread-policies",
         "images",
         "gates",
+        "namespaces",
+        "storage",
+        "csi-limits",
     }
 )
 
@@ -74,7 +78,7 @@ def parse(text: str | None) -> frozenset[str]:
         if name not in FEATURES:
             raise ValueError(f"unknown feature {name!r}: {', '.join(FEATURES)} (or all)")
         if part.startswith("-"):
-            chosen.discard(name)
+            chosen -= {name, *(f for f, needs in REQUIRES.items() if needs == name)}
         else:
             chosen.add(name)
     check(chosen)

@@ -55,6 +55,7 @@ def build(
     pod_list = workload.pods(rng, pods, nodes, chosen)
     # Features added later draw from their own streams: switching one on leaves the rest
     # of the scenario as it was.
+    workload.spread_namespaces(random.Random(f"agreement-{seed}-namespaces"), pod_list, chosen)
     storage_rng = random.Random(f"agreement-{seed}-storage")
     volumes = storage.generate(storage_rng, node_list, chosen)
     storage.attach(storage_rng, pod_list, volumes)

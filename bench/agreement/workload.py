@@ -23,6 +23,7 @@ APPS = ("web", "db", "cache")
 TEAMS = ("x", "y")
 PROBE_LABEL = "agreement.splitsched.io/probe"  # on no node: a probe pod fits nowhere
 ENV_LABEL = "example.com/env"
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 SHORT_IMAGES = {
     "docker.io/library/nginx:1.27": "nginx:1.27",
     "docker.io/library/redis:latest": "redis",
@@ -84,13 +85,32 @@ def _pod(rng: random.Random, index: int, node_count: int, features: Set[str]) ->
         spec["tolerations"] = rng.sample(pool, k=rng.choice((1, 1, 2)))
     if "spread" in features and rng.random() < 0.25:
         spec["topologySpreadConstraints"] = _spread(rng, labels, features)
-    slot = rng.choice(sorted(NAMESPACES)) if "namespaces" in features else "@ns0"
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": local_name(index), "namespace": slot, "labels": labels},
+        "metadata": {"name": local_name(index), "namespace": "@ns0", "labels": labels},
         "spec": spec,
     }
+
+
+def spread_namespaces(rng: random.Random, pods: Sequence[Manifest], features: Set[str]) -> None:
+    """With ``namespaces``: each pod in one of three namespaces, and half the required pod
+    (anti-)affinity terms across namespaces chosen by label ({} is every namespace). Its
+    own random stream, so the pods are otherwise as without it."""
+    if "namespaces" not in features:
+        return
+    selectors: tuple[Manifest, ...] = (
+        {},
+        {"matchLabels": {ENV_LABEL: "prod"}},
+        {"matchLabels": {ENV_LABEL: "dev"}},
+    )
+    for pod in pods:
+        pod["metadata"]["namespace"] = rng.choice(sorted(NAMESPACES))
+        affinity = pod["spec"].get("affinity") or {}
+        for kind in ("podAffinity", "podAntiAffinity"):
+            for term in (affinity.get(kind) or {}).get(_REQUIRED, []):
+                if rng.random() < 0.5:
+                    term["namespaceSelector"] = rng.choice(selectors)
 
 
 def gate(rng: random.Random, pods: Sequence[Manifest], features: Set[str]) -> None:
@@ -195,7 +215,7 @@ def _affinity(
         ("podAntiAffinity", "pod-anti-affinity", 0.2),
     ):
         if feature in features and rng.random() < chance:
-            term = _pod_term(rng, features)
+            term = _pod_term(rng)
             affinity[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     return affinity
 
@@ -225,20 +245,14 @@ def _node_expression(rng: random.Random) -> Manifest:
     return {"key": cluster.RANK_LABEL, "operator": rng.choice(("Gt", "Lt")), "values": rank}
 
 
-def _pod_term(rng: random.Random, features: Set[str]) -> Manifest:
-    """A required pod (anti-)affinity term; with namespaces, sometimes across namespaces
-    chosen by label ({} is every namespace)."""
+def _pod_term(rng: random.Random) -> Manifest:
+    """A required pod (anti-)affinity term (over the pod's own namespace)."""
     selector: Manifest = {"matchLabels": {"app": rng.choice(APPS)}}
     if rng.random() < 0.3:
         op = rng.choice(("In", "NotIn"))
         selector = {"matchExpressions": [{"key": "team", "operator": op, "values": ["x"]}]}
     key = rng.choice((cluster.HOSTNAME_LABEL, cluster.HOSTNAME_LABEL, cluster.ZONE_LABEL))
-    term: Manifest = {"labelSelector": selector, "topologyKey": key}
-    if "namespaces" in features and rng.random() < 0.5:
-        term["namespaceSelector"] = rng.choice(
-            ({}, {"matchLabels": {ENV_LABEL: "prod"}}, {"matchLabels": {ENV_LABEL: "dev"}})
-        )
-    return term
+    return {"labelSelector": selector, "topologyKey": key}
 
 
 def _spread(rng: random.Random, labels: dict[str, str], features: Set[str]) -> list[Manifest]:
