@@ -7,13 +7,16 @@ BindRequest carries the volume VolumeBinding chose in `volume_bindings`, and whi
 binding is in flight the volume is assumed, so the second pod waits. The binder reports the
 binding FAILED (ReportBindingOutcome over gRPC): the scheduler forgets the first pod
 (Unreserve gives the volume back) and the volume goes to one of the two pods, whichever
-the queue tries first, in a second BindRequest; the other waits again.
+the queue tries first, in a second BindRequest; the other waits again. Each BindRequest
+carries the deadline of a decision with volumes (`--volume-bind-timeout`, less the margin
+that lets the binder report first), not the plain `--bind-timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +34,9 @@ from tests.support import watcher as fake_watcher
 
 NOW = 1_700_000_000.0
 NS = "team"
+VOLUME_BIND_TIMEOUT = 300
+#: The binder's deadline comes this much before the scheduler's (a share of --bind-timeout 60).
+MARGIN = 60 * 0.2
 
 
 class RecordingBinder(binder_pb2_grpc.BinderServicer):
@@ -114,7 +120,8 @@ async def running(watcher: int, binder: int) -> AsyncIterator[str]:
     api = f"127.0.0.1:{free_port()}"
     settings = SchedulerSettings.load(
         ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
-         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", "0", "--bind-timeout", "60"],
+         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", "0", "--bind-timeout", "60",
+         "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT)],
         environ={},
     )  # fmt: skip
     svc = scheduler_main.SchedulerService(settings)
@@ -146,6 +153,8 @@ def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
                 claim = f"data-{first.pod.name[-1]}"
                 assert [(b.claim_namespace, b.claim_name, b.pv_name)
                         for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
+                left = first.deadline.ToNanoseconds() / 1e9 - time.time()
+                assert 60 < left <= VOLUME_BIND_TIMEOUT - MARGIN, left
                 await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
                 assert len(binder.requests) == 1
                 async with grpc.aio.insecure_channel(api) as channel:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from services.scheduler.state import Outcome, Phase, SchedulerState
+from services.scheduler.state import Decision, Outcome, Phase, SchedulerState
 from splitsched.core import storage
 from splitsched.core.clock import FakeClock
 from tests.support.builders import scheduler_state
@@ -116,3 +116,35 @@ def test_a_storage_deletion_leaves_the_view(clock: FakeClock) -> None:
     assert "pv-a" not in view.volumes and ("default", "c2") not in view.claims
     state.reset()  # a fresh snapshot: a fresh view
     assert not state.cache.table.storage.claims
+
+
+def test_a_decision_with_volumes_has_the_volume_deadline_and_its_expiry_frees_them(
+    clock: FakeClock,
+) -> None:
+    """The binder of a decision with volume bindings waits for the PV controller first:
+    the decision lives `volume_bind_timeout`, not `bind_timeout`, and when it expires
+    unbound its volume is free again."""
+    state = scheduler_state(clock, nodes=NODES, bind_timeout=30, volume_bind_timeout=120)
+    for obj in (storage_class("local"), claim("c1", cls="local"), claim("c2", cls="local"),
+                volume("pv-a", cls="local", node="node-a")):  # fmt: skip
+        state.apply_storage("ADDED", obj)
+    state.apply_pod("ADDED", claim_pod("p1", "c1", scheduler_name="splitsched"))
+    state.apply_pod("ADDED", claim_pod("plain", scheduler_name="splitsched"))
+    state.apply_pod("ADDED", claim_pod("p2", "c2", scheduler_name="splitsched"))
+    first, plain = decide(state), decide(state)
+    assert (first.pod.name, first.deadline - first.created) == ("p1", 120)
+    assert (plain.pod.name, plain.deadline - plain.created) == ("plain", 30)
+    assert "persistent volumes" in parked(state).message  # p2: pv-a is taken
+    clock.advance(31)
+    assert state.expire_overdue() == 1  # only the plain pod's decision
+    assert first.decision_id in state.decisions
+    assert state.cache.table.storage.is_assumed("pv-a")
+    clock.advance(90)
+    assert state.expire_overdue() == 1
+    assert not state.cache.table.storage.is_assumed("pv-a")
+    assert not state.cache.is_assumed(first.pod.uid)
+    after_backoff(state, clock)
+    outcomes = state.schedule_one() or []
+    outcomes += state.schedule_one() or []
+    taken = [d.volume_bindings for d in outcomes if isinstance(d, Decision) and d.volume_bindings]
+    assert taken and taken[0][0].pv_name == "pv-a"
