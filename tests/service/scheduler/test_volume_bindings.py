@@ -18,7 +18,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import grpc
@@ -89,10 +89,10 @@ def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
     return manifest
 
 
-def cluster() -> ring.ClusterHub:
+def cluster(*, ring_size: int = 100) -> ring.ClusterHub:
     """The hub as the watcher would fill it from the API server."""
     conv = entries.Converter()
-    hub = ring.ClusterHub(ring_size=100, first_sequence=1)
+    hub = ring.ClusterHub(ring_size=ring_size, first_sequence=1)
     pv = named(st.make_pv("pv-a", storage_class="local", node_affinity={st.HOSTNAME: ["node-a"]}))
     pv["status"] = {"phase": "Available"}  # as the PV controller leaves a new volume
     items = [
@@ -112,6 +112,39 @@ def cluster() -> ring.ClusterHub:
         hub.upsert(entry)
     hub.mark_synced()
     return hub
+
+
+@asynccontextmanager
+async def recording_binder() -> AsyncIterator[tuple[RecordingBinder, int]]:
+    """A `RecordingBinder` serving on a loopback port: (the binder, its port)."""
+    binder = RecordingBinder()
+    server = await grpcsrv.serve(
+        listen="127.0.0.1:0",
+        servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
+        service_names=["splitsched.v1.Binder"],
+    )
+    await server.set_serving(True)
+    try:
+        yield binder, server.port
+    finally:
+        await server.stop(0)
+
+
+async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
+    """Report one outcome as a binder does; how many the scheduler accepted."""
+    async with grpc.aio.insecure_channel(api) as channel:
+        answer = await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
+            scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="b"),
+            timeout=10,
+        )
+    return answer.accepted
+
+
+def failed(request: binder_pb2.BindRequest) -> scheduler_pb2.BindingOutcome:
+    return scheduler_pb2.BindingOutcome(
+        decision_id=request.decision_id, pod=request.pod, node=request.node,
+        result=scheduler_pb2.BindingOutcome.FAILED, message="binding volumes: timed out",
+    )  # fmt: skip
 
 
 @asynccontextmanager
@@ -135,44 +168,64 @@ async def running(watcher: int, binder: int) -> AsyncIterator[str]:
 
 def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
     async def body() -> None:
-        binder = RecordingBinder()
-        server = await grpcsrv.serve(
-            listen="127.0.0.1:0",
-            servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
-            service_names=["splitsched.v1.Binder"],
-        )
-        await server.set_serving(True)
-        binder_port = server.port
-        try:
-            async with (
-                fake_watcher.serving(cluster()) as watcher_port,
-                running(watcher_port, binder_port) as api,
-            ):
+        async with (
+            recording_binder() as (binder, binder_port),
+            fake_watcher.serving(cluster()) as watcher_port,
+            running(watcher_port, binder_port) as api,
+        ):
+            first = await binder.next_request(1)
+            assert first.node == "node-a"
+            claim = f"data-{first.pod.name[-1]}"
+            assert [(b.claim_namespace, b.claim_name, b.pv_name)
+                    for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
+            left = first.deadline.ToNanoseconds() / 1e9 - time.time()
+            assert 60 < left <= VOLUME_BIND_TIMEOUT - MARGIN, left
+            await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
+            assert len(binder.requests) == 1
+            assert await report(api, failed(first)) == 1
+            second = await binder.next_request(2)
+            assert second.node == "node-a"
+            assert [b.pv_name for b in second.volume_bindings] == ["pv-a"]
+            await asyncio.sleep(1.0)
+            assert len(binder.requests) == 2  # one volume, one binding in flight
+
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def low_priority_pod(name: str) -> ring.Entry:
+    """A pod without volumes that the queue tries after the others."""
+    pod = named(kube.make_pod(name))
+    pod["metadata"]["namespace"] = NS
+    pod["spec"]["priority"] = -1
+    entry = entries.Converter().pod(pod, NOW)
+    assert entry is not None
+    return entry
+
+
+def test_a_fresh_snapshot_keeps_the_volume_of_the_decision_in_flight() -> None:
+    """The watcher restarts while the first pod's binding is in flight, and the scheduler's
+    cursor is no longer in its ring: a fresh snapshot, in which the volume still looks
+    available (the binder has written nothing yet). The rebuilt view keeps it assumed:
+    the other pod waits (it is tried before the low-priority pod that comes with the
+    snapshot, whose decision shows the scheduler is at work again) until the first
+    binding fails."""
+
+    async def body() -> None:
+        hub = cluster(ring_size=1)
+        async with recording_binder() as (binder, binder_port), AsyncExitStack() as watcher:
+            port = await watcher.enter_async_context(fake_watcher.serving(hub))
+            async with running(port, binder_port) as api:
                 first = await binder.next_request(1)
-                assert first.node == "node-a"
-                claim = f"data-{first.pod.name[-1]}"
-                assert [(b.claim_namespace, b.claim_name, b.pv_name)
-                        for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
-                left = first.deadline.ToNanoseconds() / 1e9 - time.time()
-                assert 60 < left <= VOLUME_BIND_TIMEOUT - MARGIN, left
-                await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
-                assert len(binder.requests) == 1
-                async with grpc.aio.insecure_channel(api) as channel:
-                    failed = scheduler_pb2.BindingOutcome(
-                        decision_id=first.decision_id, pod=first.pod, node=first.node,
-                        result=scheduler_pb2.BindingOutcome.FAILED,
-                        message="binding volumes: timed out",
-                    )  # fmt: skip
-                    await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
-                        scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[failed],
-                                                                  binder_id="b"), timeout=10
-                    )  # fmt: skip
-                second = await binder.next_request(2)
-                assert second.node == "node-a"
-                assert [b.pv_name for b in second.volume_bindings] == ["pv-a"]
-                await asyncio.sleep(1.0)
-                assert len(binder.requests) == 2  # one volume, one binding in flight
-        finally:
-            await server.stop(0)
+                assert [b.pv_name for b in first.volume_bindings] == ["pv-a"]
+                await watcher.aclose()  # the stream breaks ...
+                hub.upsert(low_priority_pod("plain"))  # ... and its cursor leaves the ring
+                hub.upsert(low_priority_pod("plain-2"))
+                async with fake_watcher.serving(hub, port=port):
+                    assert (await binder.next_request(2)).pod.name == "plain"
+                    sent = [r.pod.name for r in binder.requests]
+                    assert [n for n in sent if n.startswith("web")] == [first.pod.name], sent
+                    assert await report(api, failed(first)) == 1
+                    again = await binder.next_request(len(sent) + 1)
+                    assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
 
     asyncio.run(asyncio.wait_for(body(), 60))
