@@ -172,7 +172,7 @@ class StateBooks:
         `adopted_from` (the id the binder reported)."""
         pod = queued.pod
         adopted = adopted_from is not None
-        volumes = () if adopted else self.algo.prebind_volumes(pod.uid)
+        volumes = self.algo.prebind_volumes(pod.uid)
         decision = Decision(
             decision_id=decision_id or f"{self.decision_prefix}-{next(self._ids)}",
             pod=pod,

@@ -29,7 +29,13 @@ from services.watcher import entries, ring
 from splitsched.runtime import grpcsrv, service
 from splitsched.testing import kube
 from splitsched.testing import storage as st
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from splitsched.v1 import (
+    binder_pb2,
+    binder_pb2_grpc,
+    scheduler_pb2,
+    scheduler_pb2_grpc,
+    types_pb2,
+)
 from tests.support import watcher as fake_watcher
 
 NOW = 1_700_000_000.0
@@ -148,13 +154,14 @@ def failed(request: binder_pb2.BindRequest) -> scheduler_pb2.BindingOutcome:
 
 
 @asynccontextmanager
-async def running(watcher: int, binder: int) -> AsyncIterator[str]:
-    """The scheduler service against them; yields its API's address."""
+async def running(watcher: int, binder: int, *, settle: float = 0) -> AsyncIterator[str]:
+    """The scheduler service against them (its first decision `settle` seconds after it is
+    synced and serving); yields its API's address."""
     api = f"127.0.0.1:{free_port()}"
     settings = SchedulerSettings.load(
         ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
-         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", "0", "--bind-timeout", "60",
-         "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT)],
+         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", str(settle),
+         "--bind-timeout", "60", "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT)],
         environ={},
     )  # fmt: skip
     svc = scheduler_main.SchedulerService(settings)
@@ -229,3 +236,50 @@ def test_a_fresh_snapshot_keeps_the_volume_of_the_decision_in_flight() -> None:
                     assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
 
     asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_a_new_leader_holds_the_volumes_of_a_decision_it_adopts() -> None:
+    """A scheduler that takes over (here: a fresh one) while a binder is in the volume step
+    of its predecessor's decision: the binder's IN_PROGRESS re-reports name the volume,
+    and the settle period lets them arrive before the first decision. The new leader holds
+    the volume as its own: the other pod waits (tried before the low-priority pod, whose
+    decision shows scheduling has begun) until the adopted decision fails."""
+    in_flight = scheduler_pb2.BindingOutcome(
+        decision_id="old-1", pod=types_pb2.PodRef(namespace=NS, name="web-1", uid="uid-web-1"),
+        node="node-a", result=scheduler_pb2.BindingOutcome.IN_PROGRESS, binder_id="b",
+        volume_bindings=[types_pb2.VolumeBinding(claim_namespace=NS, claim_name="data-1",
+                                                 pv_name="pv-a")],
+    )  # fmt: skip
+
+    async def body() -> None:
+        hub = cluster()
+        hub.upsert(low_priority_pod("plain"))
+        async with (
+            recording_binder() as (binder, binder_port),
+            fake_watcher.serving(hub) as watcher_port,
+            running(watcher_port, binder_port, settle=2) as api,
+        ):
+            await report_until_taken(api, in_flight)
+            assert (await binder.next_request(1)).pod.name == "plain"
+            assert [r.pod.name for r in binder.requests] == ["plain"]
+            adopted_request = binder_pb2.BindRequest(
+                decision_id="old-1", pod=in_flight.pod, node="node-a"
+            )
+            assert await report(api, failed(adopted_request)) == 1
+            again = await binder.next_request(2)
+            assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
+
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+async def report_until_taken(api: str, outcome: scheduler_pb2.BindingOutcome) -> None:
+    """Report `outcome` as a binder re-reports it, until the scheduler takes it (it takes
+    none before it serves with a synced view)."""
+    for _ in range(300):
+        try:
+            if await report(api, outcome) == 1:
+                return
+        except grpc.aio.AioRpcError:
+            pass  # not serving yet
+        await asyncio.sleep(0.1)
+    raise AssertionError("the scheduler never took the report")

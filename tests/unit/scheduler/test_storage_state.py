@@ -218,3 +218,29 @@ def test_an_assumed_volume_gone_from_the_fresh_snapshot_leaves_the_view(
     view = state.cache.table.storage
     assert not view.is_assumed("pv-a") and view.volume("pv-a") is None
     assert state.cache.is_assumed(p1.uid)  # the decision itself is still in flight
+
+
+def test_an_adopted_decision_holds_the_volumes_its_binder_reports(clock: FakeClock) -> None:
+    """A new leader (its view warm from the watch, nothing assumed) learns from a binder's
+    IN_PROGRESS report of a decision whose volume step may still write: it holds the volume
+    as its own, gives the decision the volume deadline, and frees the volume when the
+    decision fails."""
+    state = local_state(clock)  # a fresh scheduler over the same cluster
+    p1 = claim_pod("p1", "c1", scheduler_name="splitsched")
+    p2 = claim_pod("p2", "c2", scheduler_name="splitsched")
+    state.apply_pod("ADDED", p1)
+    state.apply_pod("ADDED", p2)
+    writes = (storage.VolumeBinding("default", "c1", "pv-a"),)
+    assert state.on_outcome(
+        decision_id="old-1", result=Outcome.IN_PROGRESS, pod_uid=p1.uid, node="node-a",
+        binder_id="b", volume_bindings=writes,
+    )  # fmt: skip
+    adopted = state.decisions["old-1"]
+    assert adopted.volume_bindings == writes
+    assert adopted.deadline - adopted.created == state.volume_bind_timeout
+    assert state.cache.table.storage.is_assumed("pv-a")
+    assert "didn't find available persistent volumes" in parked(state).message  # p2
+    state.on_outcome(decision_id="old-1", result=Outcome.FAILED, message="claimref_reset")
+    assert not state.cache.table.storage.is_assumed("pv-a")
+    after_backoff(state, clock)
+    assert decide(state).volume_bindings[0].pv_name == "pv-a"
