@@ -15,7 +15,6 @@ that lets the binder report first), not the plain `--bind-timeout`.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -23,69 +22,18 @@ from typing import Any
 
 import grpc
 
-from services.scheduler import main as scheduler_main
-from services.scheduler.settings import SchedulerSettings
 from services.watcher import entries, ring
-from splitsched.runtime import grpcsrv, service
 from splitsched.testing import kube
 from splitsched.testing import storage as st
-from splitsched.v1 import (
-    binder_pb2,
-    binder_pb2_grpc,
-    scheduler_pb2,
-    scheduler_pb2_grpc,
-    types_pb2,
-)
+from splitsched.v1 import binder_pb2, scheduler_pb2, scheduler_pb2_grpc, types_pb2
 from tests.support import watcher as fake_watcher
+from tests.support.scheduler import recording_binder, running_scheduler
 
 NOW = 1_700_000_000.0
 NS = "team"
 VOLUME_BIND_TIMEOUT = 300
 #: The binder's deadline comes this much before the scheduler's (a share of --bind-timeout 60).
 MARGIN = 60 * 0.2
-
-
-class RecordingBinder(binder_pb2_grpc.BinderServicer):
-    """Accepts every decision and remembers it; reports nothing by itself."""
-
-    def __init__(self) -> None:
-        self.requests: list[binder_pb2.BindRequest] = []
-        self.arrived = asyncio.Event()
-
-    async def BindBatch(
-        self, request: binder_pb2.BindBatchRequest, context: Any
-    ) -> binder_pb2.BindBatchResponse:
-        self.requests.extend(request.requests)
-        self.arrived.set()
-        return binder_pb2.BindBatchResponse(
-            responses=[binder_pb2.BindResponse(decision_id=r.decision_id, accepted=True)
-                       for r in request.requests]
-        )  # fmt: skip
-
-    async def ReportUnschedulable(
-        self, request: binder_pb2.UnschedulableReport, context: Any
-    ) -> binder_pb2.BinderAck:
-        return binder_pb2.BinderAck(accepted=True)
-
-    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
-        raise AssertionError("the scheduler sends batches")
-
-    async def Preempt(
-        self, request: binder_pb2.PreemptRequest, context: Any
-    ) -> binder_pb2.BinderAck:
-        raise AssertionError("nothing to preempt here")
-
-    async def next_request(self, count: int) -> binder_pb2.BindRequest:
-        while len(self.requests) < count:
-            self.arrived.clear()
-            await asyncio.wait_for(self.arrived.wait(), 20)
-        return self.requests[count - 1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
@@ -120,22 +68,6 @@ def cluster(*, ring_size: int = 100) -> ring.ClusterHub:
     return hub
 
 
-@asynccontextmanager
-async def recording_binder() -> AsyncIterator[tuple[RecordingBinder, int]]:
-    """A `RecordingBinder` serving on a loopback port: (the binder, its port)."""
-    binder = RecordingBinder()
-    server = await grpcsrv.serve(
-        listen="127.0.0.1:0",
-        servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
-        service_names=["splitsched.v1.Binder"],
-    )
-    await server.set_serving(True)
-    try:
-        yield binder, server.port
-    finally:
-        await server.stop(0)
-
-
 async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
     """Report one outcome as a binder does; how many the scheduler accepted."""
     async with grpc.aio.insecure_channel(api) as channel:
@@ -157,20 +89,11 @@ def failed(request: binder_pb2.BindRequest) -> scheduler_pb2.BindingOutcome:
 async def running(watcher: int, binder: int, *, settle: float = 0) -> AsyncIterator[str]:
     """The scheduler service against them (its first decision `settle` seconds after it is
     synced and serving); yields its API's address."""
-    api = f"127.0.0.1:{free_port()}"
-    settings = SchedulerSettings.load(
-        ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
-         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", str(settle),
-         "--bind-timeout", "60", "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT)],
-        environ={},
-    )  # fmt: skip
-    svc = scheduler_main.SchedulerService(settings)
-    served = asyncio.create_task(service.serve(svc, settings.common))
-    try:
+    async with running_scheduler(
+        watcher, binder, "--settle-seconds", str(settle), "--bind-timeout", "60",
+        "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT),
+    ) as api:  # fmt: skip
         yield api
-    finally:
-        svc.leadership.stopped_leading()
-        await asyncio.wait_for(served, 20)
 
 
 def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
