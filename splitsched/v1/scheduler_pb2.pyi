@@ -813,7 +813,10 @@ class SimulatedPlacement(_message.Message):
 
     @_builtins.property
     def top_nodes(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeScore]:
-        """the best feasible nodes, best first"""
+        """The best feasible nodes (SimulateRequest.top_nodes of them), best first: `node`
+        first, always, then the others by total, equal totals by node name (so of more ties
+        than fit, the first names are listed).
+        """
 
     @_builtins.property
     def plugins(self) -> _containers.RepeatedCompositeFieldContainer[Global___PluginVerdict]:

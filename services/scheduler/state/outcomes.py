@@ -57,11 +57,14 @@ class BinderOutcomes(SchedulingCycle):
         volume_bindings: Sequence[storage.VolumeBinding] = (),
     ) -> bool:
         """Apply a binder's report. Idempotent: an already resolved decision is ignored
-        (returns False). An unknown one still in flight (IN_PROGRESS) or just bound (for a
-        preemption: its victims evicted), for a pod the view shows pending, is adopted
-        (`adopt`); any other is ignored."""
+        (returns False), but for the Binding calls of the first final report of one the
+        watch showed bound (`_late_report`). An unknown one still in flight (IN_PROGRESS)
+        or just bound (for a preemption: its victims evicted), for a pod the view shows
+        pending, is adopted (`adopt`); any other is ignored."""
         decision = self.decisions.get(decision_id)
         if decision is None:
+            if self._late_report(decision_id, pod_uid, result, attempts):
+                return False
             if result not in (Outcome.IN_PROGRESS, Outcome.BOUND):
                 return False
             decision = self.adopt(
@@ -95,6 +98,19 @@ class BinderOutcomes(SchedulingCycle):
             self._release(decision, requeue="now", message=message)
         else:
             self._release(decision, requeue="backoff", message=message)
+        return True
+
+    def _late_report(self, decision_id: str, pod_uid: str, result: Outcome, attempts: int) -> bool:
+        """The final report of a decision the watch showed bound before it came: the
+        binder made its Binding calls all the same, so they count (once: a re-sent report
+        finds nothing); nothing else about the pod changes. False if it is not one."""
+        rec = self.records.get(pod_uid)
+        if rec is None or not decision_id or rec.unreported_decision != decision_id:
+            return False
+        if result is Outcome.IN_PROGRESS:
+            return False  # still at it: its final report follows
+        rec.unreported_decision = ""
+        rec.bind_attempts += attempts
         return True
 
     def _bound(self, decision: Decision, binder_id: str) -> None:

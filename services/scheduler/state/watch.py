@@ -165,6 +165,8 @@ class WatchEvents(SchedulingCycle):
             rec = self._record(pod)
             if rec.phase is not Phase.BOUND:
                 rec.phase, rec.node = Phase.BOUND, pod.node_name
+            if decision_id is not None:
+                rec.unreported_decision = decision_id
         self.queue.on_event(
             framework.ClusterEvent.ASSIGNED_POD_ADD
             if was_new

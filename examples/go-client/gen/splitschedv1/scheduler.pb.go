@@ -1458,8 +1458,11 @@ type SimulatedPlacement struct {
 	// The node the scheduler would pick; empty when it fits nowhere. Among nodes with
 	// equal best scores the scheduler picks at random, as kube-scheduler does; top_nodes
 	// shows the ties.
-	Node     string       `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	TopNodes []*NodeScore `protobuf:"bytes,3,rep,name=top_nodes,json=topNodes,proto3" json:"top_nodes,omitempty"` // the best feasible nodes, best first
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// The best feasible nodes (SimulateRequest.top_nodes of them), best first: `node`
+	// first, always, then the others by total, equal totals by node name (so of more ties
+	// than fit, the first names are listed).
+	TopNodes []*NodeScore `protobuf:"bytes,3,rep,name=top_nodes,json=topNodes,proto3" json:"top_nodes,omitempty"`
 	// "fits on N/M nodes", or why it fits nowhere (kube-scheduler's message).
 	Summary string `protobuf:"bytes,4,opt,name=summary,proto3" json:"summary,omitempty"`
 	// When it fits nowhere: every plugin's verdict, as Explain gives it, computed with the
