@@ -38,7 +38,10 @@ def test_lower_or_equal_priority_pod_does_not_take_the_room(priority: int) -> No
     result = algo.schedule(pod("small", 2000, priority=priority))
     assert result.wait is not None, result
     assert result.wait.reason_counts == {"Insufficient cpu": 1}
-    assert result.wait.summary == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.wait.summary == (
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: "
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
     assert "NodeResourcesFit" in result.wait.failed_plugins
     assert np.array_equal(before, algo.table.requested)
     assert "held" not in algo.table.pods[0]
