@@ -301,13 +301,14 @@ class FrameworkAlgorithm:
     ) -> ScheduleResult:
         """One scheduling cycle without side effects on the cache (see `assume`)."""
         self.observer.schedule_started(pod)
-        result = self._schedule_cycle(pod, suggested_nodes)
+        result = self.run_cycle(pod, suggested_nodes)
         self.observer.schedule_finished(pod, result)
         return result
 
-    def _schedule_cycle(
-        self, pod: models.Pod, suggested_nodes: Sequence[str] | None
+    def run_cycle(
+        self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
     ) -> ScheduleResult:
+        """`schedule` without telling the observer: Explain's summary is what it answers."""
         state = framework.CycleState()
         profile = self.profile_for(pod)
         if profile is None:

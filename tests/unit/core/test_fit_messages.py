@@ -226,6 +226,9 @@ def test_nodes_a_name_pin_leaves_out_are_never_filtered() -> None:
         "satisfy plugin(s) [NodeAffinity]." + tail(3, "3 Preemption is not helpful for scheduling")
     )
     assert result.wait.failed_plugins == frozenset({"TaintToleration", "NodeAffinity"})
+    # Explain judges every node by every filter, but its summary is the cycle's message.
+    explained = algo.explain(pod)
+    assert explained.summary == result.wait.summary and len(explained.rejections) == 2
     assert result.wait.failed_node_reasons["a"] == "node(s) didn't satisfy plugin(s) [NodeAffinity]"
     assert algo.schedule(replace(pod, node_affinity=_pinned(("a",), ("b",)))).bind is not None
 

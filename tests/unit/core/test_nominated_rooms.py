@@ -145,7 +145,11 @@ def test_explain_names_the_rooms_held_for_nominees() -> None:
     by_plugin = {r.plugin: (r.rows.tolist(), r.reasons) for r in why.rejections}
     assert by_plugin[nominated_rooms.NOMINATED_PODS] == ([0], [("Insufficient cpu",)])
     assert by_plugin["NodeResourcesFit"][0] == [1]
-    assert why.summary == "0/2 nodes are available: 2 Insufficient cpu."
+    assert why.summary == (  # b is too small for the pod: preemption cannot help there
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: "
+        "0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling."
+    )
     assert np.array_equal(before, algo.table.requested)
     assert algo.explain(pod("vip", 2000, priority=500)).feasible.tolist() == [0]
 
