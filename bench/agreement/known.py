@@ -46,23 +46,28 @@ class Difference:
 _NOT_FOUND = re.compile(r"^(0/(\d+) nodes are available: .*\.) not found$")
 
 
-def not_found_instead_of_post_filter(v: Verdict) -> bool:
-    """Only the message differs, and only where kube-scheduler wrote "not found" after a
-    PreFilter rejection: splitsched's message there is the same rejection followed by what
-    kube's PostFilter plugins say when DynamicResources' does not fail (no claims; and
-    preemption tries no node, since a PreFilter rejection is UnschedulableAndUnresolvable
-    on all of them)."""
-    if v.failed != ["message"]:
-        return False
-    kube = _NOT_FOUND.match(v.kube.message or "")
-    if kube is None:
-        return False
-    head, total = kube.group(1), kube.group(2)
-    post_filter = (
-        f"no new claims to deallocate, preemption: 0/{total} nodes are available: "
+def without_not_found(kube_message: str) -> str | None:
+    """What kube-scheduler writes after a PreFilter rejection when DynamicResources'
+    PostFilter does not fail (kube-not-found): the rejection, no claims to deallocate, and
+    preemption trying no node (a PreFilter rejection is UnschedulableAndUnresolvable on
+    all of them). None if the message does not show the bug."""
+    bug = _NOT_FOUND.match(kube_message)
+    if bug is None:
+        return None
+    head, total = bug.group(1), bug.group(2)
+    return (
+        f"{head} no new claims to deallocate, preemption: 0/{total} nodes are available: "
         f"{total} Preemption is not helpful for scheduling."
     )
-    return v.ours.message == f"{head} {post_filter}"
+
+
+def not_found_instead_of_post_filter(v: Verdict) -> bool:
+    """Only the message differs, and only by kube-not-found: splitsched's message is
+    kube-scheduler's with the bug undone (`without_not_found`)."""
+    if v.failed != ["message"]:
+        return False
+    fixed = without_not_found(v.kube.message or "")
+    return fixed is not None and v.ours.message == fixed
 
 
 KNOWN: tuple[Difference, ...] = (
