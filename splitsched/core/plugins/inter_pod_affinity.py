@@ -303,7 +303,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         """Where the pod's required affinity fails (the rows `failure_reasons` gives
         REASON_AFFINITY): evicting pods never makes a pod match."""
         fs = self._get_filter_state(state, pod, table)
-        return [fs is None or not fs.affinity_ok[row] for row in rows]
+        return [fs is None or not bool(fs.affinity_ok[row]) for row in rows]
 
     # ---- PreScore / Score / NormalizeScore -----------------------------------------------
     def pre_score(
