@@ -35,6 +35,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",  # its PostFilter's words only: splitsched allocates no claims
     "DefaultPreemption",
     "NodeResourcesBalancedAllocation",
     "ImageLocality",

@@ -160,7 +160,9 @@ def test_simulate_reads_the_storage_in_the_file(
     per_pod = {str(line["pod"]): line for line in lines[:-1]}
     assert code == 0 and per_pod["d/db"]["node"] == "n2"
     assert per_pod["d/lost"]["message"] == (
-        '0/2 nodes are available: persistentvolumeclaim "gone" not found.'
+        '0/2 nodes are available: persistentvolumeclaim "gone" not found. no new claims to '
+        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+        "scheduling."
     )
 
 

@@ -248,6 +248,18 @@ class NodeResourcesFit:
             out.append(tuple(reasons))
         return out
 
+    def unresolvable(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """Where the pod asks for more of some resource than the node has at all (or one it
+        does not have): no eviction makes room there. Too many pods is never such a case."""
+        s = self._state(state, pod, table)
+        if s.unknown:
+            return [True] * len(rows)
+        sized = s.cols != COL_PODS
+        alloc = table.allocatable[np.asarray(rows, dtype=np.int64)][:, s.cols[sized]]
+        return [bool(x) for x in (alloc < s.need[sized]).any(axis=1)]
+
     # ---- score -----------------------------------------------------------------------
     def _score_requests(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable

@@ -268,19 +268,15 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         fs = self._get_filter_state(state, pod, table)
-        out: list[tuple[str, ...]] = []
-        for row in rows:
-            reason = REASON_CONSTRAINTS
-            if fs is not None:
-                # kube-scheduler checks constraints in order and reports the first failure.
-                for has, bad in zip(fs.has_key, fs.too_skewed, strict=True):
-                    if not has[row]:
-                        reason = REASON_MISSING_LABEL
-                        break
-                    if bad[row]:
-                        break
-            out.append((reason,))
-        return out
+        return [(_first_failure(fs, row),) for row in rows]
+
+    def unresolvable(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """Where a node lacks a constraint's topology key: evicting pods cannot add it
+        (UnschedulableAndUnresolvable in kube-scheduler; a skew is Unschedulable)."""
+        fs = self._get_filter_state(state, pod, table)
+        return [_first_failure(fs, row) == REASON_MISSING_LABEL for row in rows]
 
     # ---- PreScore / Score / NormalizeScore -----------------------------------------------
     def pre_score(
@@ -395,3 +391,14 @@ def _parse_default(i: int, raw: Any) -> models.TopologySpreadConstraint:
     return models.TopologySpreadConstraint(
         max_skew=max_skew, topology_key=key, when_unsatisfiable=action
     )
+
+
+def _first_failure(fs: _FilterState | None, row: int) -> str:
+    """kube-scheduler checks the constraints in order and reports the first failure."""
+    if fs is not None:
+        for has, bad in zip(fs.has_key, fs.too_skewed, strict=True):
+            if not has[row]:
+                return REASON_MISSING_LABEL
+            if bad[row]:
+                break
+    return REASON_CONSTRAINTS

@@ -15,6 +15,11 @@ from tests.support.scheduler import decide, parked
 from tests.support.storage import claim, claim_pod, host, storage_class, volume
 
 NODES = [host("node-a"), host("node-b")]
+#: What the PostFilter plugins add when no eviction could help on either node.
+NOT_HELPFUL = (
+    " no new claims to deallocate, preemption: "
+    "0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+)
 
 
 def local_state(clock: FakeClock) -> SchedulerState:
@@ -41,6 +46,7 @@ def test_the_decision_carries_the_chosen_volume(clock: FakeClock) -> None:
     u = parked(state)
     assert u.message == (
         "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+        + NOT_HELPFUL
     )
 
 
@@ -92,7 +98,9 @@ def test_storage_events_requeue_what_the_volume_plugins_parked(clock: FakeClock)
     state.apply_storage("DELETED", volume("pv-a", cls="local"))
     state.apply_pod("ADDED", claim_pod("p", "late", scheduler_name="splitsched"))
     u = parked(state)
-    assert u.message == '0/2 nodes are available: persistentvolumeclaim "late" not found.'
+    assert u.message == '0/2 nodes are available: persistentvolumeclaim "late" not found.' + (
+        NOT_HELPFUL
+    )
     assert state.queue.lengths()["unschedulable"] == 1
     state.apply_storage("ADDED", claim("late", cls="local"))  # the claim appears
     assert state.queue.lengths()["unschedulable"] == 0
