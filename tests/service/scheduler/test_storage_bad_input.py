@@ -21,6 +21,11 @@ NOW = 1_700_000_000.0
 NS = "team"
 EBS = "ebs.csi.aws.com"
 CONVERT = entries.Converter()
+#: What kube-scheduler's PostFilter plugins add when preemption cannot help on any node.
+NOT_HELPFUL = (
+    " no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption is not "
+    "helpful for scheduling."
+)
 
 
 def named(manifest: dict[str, Any], *, namespace: str = "") -> dict[str, Any]:
@@ -106,12 +111,13 @@ def test_a_missing_class_and_malformed_volume_affinities_are_named() -> None:
     )
     got = asyncio.run(asyncio.wait_for(reports(items, ["no-class", "odd-bound", "odd-choice"]), 60))
     assert got == {
-        "no-class": "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims.",
+        "no-class": "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+        + NOT_HELPFUL,
         "odd-bound": '0/2 nodes are available: persistentvolume "pv-bad" is invalid: '
         "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].operator: "
-        "unsupported operator 'Near'.",
+        "unsupported operator 'Near'." + NOT_HELPFUL,
         "odd-choice": "0/2 nodes are available: 2 node(s) didn't find available persistent "
-        "volumes to bind.",
+        "volumes to bind." + NOT_HELPFUL,
     }
 
 
@@ -126,5 +132,6 @@ def test_csinodes_with_a_negative_count_take_no_volume_of_theirs() -> None:
     got = asyncio.run(asyncio.wait_for(reports(items, ["csi"]), 60))
     assert got == {
         "csi": "0/2 nodes are available: 2 node(s) had a CSINode whose volume limits cannot "
-        "be read."
+        "be read. no new claims to deallocate, preemption: 0/2 nodes are available: 2 No "
+        "preemption victims found for incoming pod."
     }
