@@ -180,7 +180,10 @@ def _check_common_queue_sort(specs: Sequence[tuple[str, Mapping[str, Any]]]) -> 
     """kube-scheduler has one queue: every profile must configure queueSort alike."""
 
     def queue_sort(spec: Mapping[str, Any]) -> object:
-        return ((spec.get("plugins") or {}).get("queueSort")) or {}
+        """The queueSort set as kube compares it (an empty list is no list)."""
+        raw = ((spec.get("plugins") or {}).get("queueSort")) or {}
+        enabled = [(p["name"], p.get("weight") or 0) for p in raw.get("enabled") or ()]
+        return enabled, [p["name"] for p in raw.get("disabled") or ()]
 
     first = queue_sort(specs[0][1])
     for where, spec in specs[1:]:

@@ -176,6 +176,18 @@ def test_bad_profiles_name_the_field(spec: dict[str, Any], message: str) -> None
     assert str(info.value).startswith(message)
 
 
+def test_queue_sort_sets_compare_as_kube_compares_them() -> None:
+    """One queue for all profiles: their queueSort sets must be alike (an empty list is
+    no list, an unset weight is 0), else the second is refused."""
+    alike = {"plugins": {"queueSort": {"enabled": [{"name": "PrioritySort", "weight": 0}]}}}
+    same = {"plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}], "disabled": []}}}
+    profiles.load({"profiles": [{"schedulerName": "a", **alike}, {"schedulerName": "b", **same}]})
+    profiles.load({"profiles": [{"schedulerName": "a", "plugins": {"queueSort": {"enabled": []}}},
+                                {"schedulerName": "b"}]})  # fmt: skip
+    with pytest.raises(profiles.ProfileError, match=r"^profiles\[1\].plugins.queueSort"):
+        profiles.load({"profiles": [{"schedulerName": "a", **alike}, {"schedulerName": "b"}]})
+
+
 def test_plugin_config_reaches_the_plugin() -> None:
     spec = {
         "pluginConfig": [
