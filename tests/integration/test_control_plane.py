@@ -21,7 +21,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from splitsched.testing.controlplane import pid_alive, read_versions
+from splitsched.testing.controlplane import ControlPlane, pid_alive, read_versions
 from splitsched.testing.controlplane.processes import ProcessFiles
 from splitsched.testing.kube import (
     api_client_from_kubeconfig,
@@ -184,9 +184,11 @@ def test_sigterm_during_up_stops_what_it_started(tmp_path: Path) -> None:
         started = [pid for name in ("etcd", "kube-apiserver") if (pid := files.read_pid(name))]
         up.send_signal(signal.SIGTERM)
         _, err = up.communicate(timeout=60)
+        left = [pid for pid in started if pid_alive(pid)]
     finally:
         if up.poll() is None:
             up.kill()
+        ControlPlane(tmp_path).down()  # whatever the outcome, nothing stays behind
     assert up.returncode != 0, "an interrupted `up` must not report success"
     assert len(started) == 2
-    assert not [pid for pid in started if pid_alive(pid)], err.decode()
+    assert not left, err.decode()
