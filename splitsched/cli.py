@@ -18,9 +18,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from splitsched import apiclient
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
+
+if TYPE_CHECKING:
+    from splitsched.core.profiles import SchedulerConfig
 
 
 def _read(path: str) -> str:
@@ -29,11 +33,26 @@ def _read(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
+def _scheduler_config(path: str | None) -> SchedulerConfig | None:
+    """The --config file (none: the default), its notes printed once on stderr; None
+    after printing why it cannot be used."""
+    from splitsched.core import profiles
+
+    try:
+        config = profiles.load_yaml(_read(path) if path else "")
+    except (OSError, profiles.ProfileError) as exc:
+        print(f"error: scheduler config: {exc}", file=sys.stderr)
+        return None
+    for note in config.notes:
+        print(f"note: scheduler config: {note}", file=sys.stderr)
+    return config
+
+
 def cmd_simulate_offline(args: argparse.Namespace) -> int:
     # Imported here: the API verbs should not pay for numpy and the core on every call.
     import orjson
 
-    from splitsched.core import batch, convert, profiles
+    from splitsched.core import batch, convert
 
     try:
         text = _read(args.cluster)
@@ -46,12 +65,10 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {args.cluster}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        config_text = _read(args.config) if args.config else ""
-        profs = profiles.load_profiles_yaml(config_text)
-    except (OSError, profiles.ProfileError) as exc:
-        print(f"error: scheduler config: {exc}", file=sys.stderr)
+    config = _scheduler_config(args.config)
+    if config is None:
         return EXIT_BAD_INPUT
+    profs = config.profiles
     names = set(args.scheduler_name or []) or set(profs)
     default = args.scheduler_name[0] if args.scheduler_name else next(iter(profs))
     missing = names - set(profs)
@@ -83,6 +100,7 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
             "placed": placed,
             "unplaced": len(pending) - placed,
             "seconds": round(elapsed, 4),
+            "config_notes": list(config.notes),
         }
     }
     out.write(orjson.dumps(summary) + b"\n")
@@ -103,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Kubernetes List (YAML or JSON) of Nodes and Pods, as `kubectl get "
         "nodes,pods -A -o yaml` prints; - for stdin",
     )
-    sim.add_argument("--config", help="scheduler profiles YAML (KubeSchedulerConfiguration-like)")
+    sim.add_argument(
+        "--config",
+        help="an unmodified KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file",
+    )
     sim.add_argument(
         "--all-pending",
         action="store_true",

@@ -59,7 +59,9 @@ class SchedulerService:
     def __init__(self, settings: SchedulerSettings) -> None:
         self.settings = settings
         text = Path(settings.profiles).read_text(encoding="utf-8") if settings.profiles else ""
-        profs = profiles.load_profiles_yaml(text)
+        config = profiles.load_yaml(text)
+        for note in config.notes:
+            log.warning("scheduler config: %s", note)
         clock = SystemClock()
         # Tracing off: None, the core's observer does nothing and the loops skip every
         # tracing step.
@@ -67,11 +69,17 @@ class SchedulerService:
         if tracing.enabled():
             self.traces = SchedulingTraces(queued_of=lambda uid: self.state.queue.get(uid))
         algo = algorithm.FrameworkAlgorithm(
-            cache=SchedulerCache(clock=clock), profiles=profs, observer=self.traces or NO_OBSERVER
+            cache=SchedulerCache(clock=clock),
+            profiles=config.profiles,
+            observer=self.traces or NO_OBSERVER,
         )
         self.state = SchedulerState(
             algo=algo,
-            queue=SchedulingQueue(clock=clock),
+            queue=SchedulingQueue(
+                clock=clock,
+                initial_backoff=config.pod_initial_backoff_seconds,
+                max_backoff=config.pod_max_backoff_seconds,
+            ),
             clock=clock,
             scheduler_id=settings.scheduler_id,
             bind_timeout=settings.bind_timeout,

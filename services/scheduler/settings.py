@@ -49,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1:50052",
         help="binders' gRPC target: dns:///svc:port (headless Service) or ipv4:a:p,b:p",
     )
-    p.add_argument("--profiles", help="scheduler profiles YAML (default: one 'splitsched')")
+    p.add_argument(
+        "--profiles",
+        help="an unmodified KubeSchedulerConfiguration v1 file (default: one profile, splitsched)",
+    )
     p.add_argument("--scheduler-id", default=f"{socket.gethostname()}-{os.getpid()}")
     p.add_argument("--bind-timeout", type=float, default=30.0, help="seconds per decision")
     p.add_argument("--bind-attempts", type=int, default=5, help="Binding API attempts")
@@ -120,7 +123,7 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
     watcher: str
     #: The binders' gRPC target (a headless Service's ``dns:///`` name or ``ipv4:`` list).
     binders: str
-    #: The profiles YAML file (None: one profile, 'splitsched').
+    #: The KubeSchedulerConfiguration file (None: one profile, 'splitsched').
     profiles: str | None
     #: This replica's id: in decisions, as the watch subscriber and as the Lease holder.
     scheduler_id: str

@@ -118,6 +118,30 @@ def test_missing_file_and_bad_config_exit_2(
     assert "Bogus" in capsys.readouterr().err
 
 
+def test_simulate_takes_a_kube_scheduler_configuration_as_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo is refused as kube-scheduler refuses it; fields that do not apply are noted
+    once, on stderr and in the summary."""
+    sample = str(ROOT / "examples" / "sample-cluster.yaml")
+    cfg = tmp_path / "cfg.yaml"
+    head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    cfg.write_text(head + "percentageOfNodesToScor: 50\n")
+    assert cli.main(["simulate", "--cluster", sample, "--config", str(cfg)]) == 2
+    assert (
+        'strict decoding error: unknown field "percentageOfNodesToScor"' in capsys.readouterr().err
+    )
+    cfg.write_text(head + "percentageOfNodesToScore: 50\nprofiles: [{schedulerName: splitsched}]\n")
+    code, lines, err = run(["simulate", "--cluster", sample, "--config", str(cfg)], capsys)
+    assert code == 0
+    notes = lines[-1]["summary"]["config_notes"]  # type: ignore[index]
+    assert notes == [
+        "percentageOfNodesToScore: ignored: splitsched scores every feasible node, as "
+        "kube-scheduler does with 100"
+    ]
+    assert err.count("note: scheduler config: percentageOfNodesToScore: ignored") == 1
+
+
 def test_simulate_needs_a_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate"]) == 2
 

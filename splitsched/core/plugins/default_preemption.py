@@ -29,13 +29,15 @@ from typing import Any, ClassVar
 from splitsched.core import framework, models, results
 from splitsched.core.nodetable import NodeTable
 
-DEFAULT_MAX_CANDIDATES = 100
 #: kube-scheduler's words (preemption.go, default_preemption.go), which its PostFilter
 #: status carries into the FailedScheduling message.
 PREFIX = "preemption: "
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+#: kube-scheduler's DefaultPreemptionArgs defaults.
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +89,33 @@ class DefaultPreemption:
     name: ClassVar[str] = "DefaultPreemption"
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """DefaultPreemptionArgs: how many candidate nodes to find before choosing
+        (`candidate_count`), checked as kube-scheduler checks them."""
         args = args or {}
-        self.max_candidates = int(args.get("maxCandidates", DEFAULT_MAX_CANDIDATES))
-        if self.max_candidates < 1:
-            raise ValueError("maxCandidates must be at least 1")
+        pct = args.get("minCandidateNodesPercentage", DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE)
+        absolute = args.get("minCandidateNodesAbsolute", DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE)
+        if not isinstance(pct, int) or not 0 <= pct <= 100:
+            raise ValueError(
+                f"minCandidateNodesPercentage: Invalid value: {pct!r}: not in valid range [0, 100]"
+            )
+        if not isinstance(absolute, int) or absolute < 0:
+            raise ValueError(
+                f"minCandidateNodesAbsolute: Invalid value: {absolute!r}: not in valid range "
+                "[0, inf)"
+            )
+        if pct == 0 and absolute == 0:
+            raise ValueError(
+                "minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same "
+                "time as minCandidateNodesAbsolute"
+            )
+        self.min_candidate_nodes_percentage = pct
+        self.min_candidate_nodes_absolute = absolute
+
+    def candidate_count(self, potential: int) -> int:
+        """kube's calculateNumCandidates: candidates to find among `potential` nodes."""
+        wanted = max(potential * self.min_candidate_nodes_percentage // 100,
+                     self.min_candidate_nodes_absolute)  # fmt: skip
+        return min(wanted, potential)
 
     def post_filter(
         self,
@@ -105,8 +130,9 @@ class DefaultPreemption:
         pdbs = list(table.pdbs.values())
         found: list[Candidate] = []
         why_not: dict[int, tuple[str, ...]] = {}
+        limit = self.candidate_count(len(candidates))
         for row in candidates:
-            if len(found) >= self.max_candidates:
+            if len(found) >= limit:
                 break
             outcome = self._victims_on(pod, table, row, pdbs, misfit)
             if isinstance(outcome, Candidate):

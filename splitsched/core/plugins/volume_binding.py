@@ -25,13 +25,13 @@ released by the same Unreserve.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from splitsched.core import framework, models, storage
 from splitsched.core.nodetable import BoolArray, NodeTable
-from splitsched.core.plugins import basics, volumes
+from splitsched.core.plugins import volumes
 from splitsched.core.plugins.volume_matching import Found, PodClaims, find
 from splitsched.core.storageview import StorageView
 
@@ -75,8 +75,10 @@ class _Assumed:
         self.claims.clear()
 
 
-class VolumeBinding(basics.NoArgs):
+class VolumeBinding:
     name: ClassVar[str] = "VolumeBinding"
+    #: kube-scheduler's default VolumeBindingArgs.bindTimeoutSeconds.
+    DEFAULT_BIND_TIMEOUT: ClassVar[int] = 600
     resolvable_by_preemption: ClassVar[bool] = False
     volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = volumes.VOLUME_EVENTS | {
@@ -84,6 +86,25 @@ class VolumeBinding(basics.NoArgs):
         framework.ClusterEvent.CSI_NODE_ADD,
         framework.ClusterEvent.CSI_NODE_UPDATE,
     }
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """VolumeBindingArgs: `bindTimeoutSeconds` (the deadline of a decision whose
+        binder binds volumes; the scheduler service applies it) and `shape`, which
+        kube-scheduler v1.36 refuses unless its StorageCapacityScoring gate is on (off by
+        default; this plugin has no Score)."""
+        args = args or {}
+        timeout = args.get("bindTimeoutSeconds", self.DEFAULT_BIND_TIMEOUT)
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+            raise ValueError(
+                f"bindTimeoutSeconds: Invalid value: {timeout!r}: invalid BindTimeoutSeconds, "
+                "should not be a negative value"
+            )
+        if args.get("shape") is not None:
+            raise ValueError(
+                "shape: unexpected field `shape`, remove it or turn on the feature gate "
+                "StorageCapacityScoring (splitsched has no storage capacity scoring)"
+            )
+        self.bind_timeout_seconds: int = timeout
 
     def pre_filter(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable
