@@ -83,7 +83,7 @@ class SchedulerService:
             clock=clock,
             scheduler_id=settings.scheduler_id,
             bind_timeout=settings.bind_timeout,
-            volume_bind_timeout=settings.volume_bind_timeout,
+            volume_bind_timeout=_volume_bind_timeout(settings, config),
             leading=not settings.leader_elect,
             # Unique per process: a restarted scheduler must not reuse a decision id that a
             # binder still remembers (it would answer with the old decision's outcome).
@@ -280,6 +280,20 @@ async def serve(settings: SchedulerSettings) -> int:
     """Run the scheduler until SIGTERM/SIGINT or a lost Lease; returns the exit code.
     Built inside the running loop, after tracing is set up (`SchedulingTraces` needs it)."""
     return await service.serve(SchedulerService(settings), settings.common)
+
+
+def _volume_bind_timeout(settings: SchedulerSettings, config: profiles.SchedulerConfig) -> float:
+    """--volume-bind-timeout, else the profiles' VolumeBinding bindTimeoutSeconds (kube's
+    600 s when none sets it). kube-scheduler accepts 0 and times every volume binding out
+    at once; a decision here needs time for the binder's step, so 0 is refused."""
+    if settings.volume_bind_timeout is not None:
+        return settings.volume_bind_timeout
+    if config.volume_bind_timeout_seconds <= 0:
+        raise profiles.ProfileError(
+            "VolumeBinding bindTimeoutSeconds must be positive here: a decision with volume "
+            "bindings needs time for the binder's volume step (or set --volume-bind-timeout)"
+        )
+    return float(config.volume_bind_timeout_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,9 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--volume-bind-timeout",
         type=float,
-        default=VOLUME_BIND_TIMEOUT,
+        default=None,
         help="seconds per decision whose binder binds volumes first and waits for the PV "
-        "controller (kube-scheduler's VolumeBinding bindTimeoutSeconds)",
+        "controller (default: the profiles' VolumeBinding bindTimeoutSeconds, else "
+        f"{VOLUME_BIND_TIMEOUT:g}, as kube-scheduler)",
     )
     p.add_argument(
         "--settle-seconds",
@@ -132,7 +133,8 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
     bind_attempts: int
     #: Seconds a decision with volume bindings may take: its binder waits for the PV
     #: controller (and a provisioner) before the Binding.
-    volume_bind_timeout: float
+    #: --volume-bind-timeout; None: the profiles' VolumeBinding bindTimeoutSeconds.
+    volume_bind_timeout: float | None
     #: Seconds a new leader with a synced view waits before its first decision.
     settle_seconds: float
     #: Whether only the holder of the Lease schedules (several replicas).
@@ -151,7 +153,7 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
         """From resolved options; raises ConfigError naming the flag."""
         if args.leader_elect:
             check_lease_timings(args.lease_duration, args.renew_deadline, args.retry_period)
-        if not args.volume_bind_timeout > 0:
+        if args.volume_bind_timeout is not None and not args.volume_bind_timeout > 0:
             raise ConfigError(
                 f"--volume-bind-timeout must be positive, got {args.volume_bind_timeout:g}"
             )
