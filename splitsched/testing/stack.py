@@ -4,7 +4,8 @@ benchmarks.
 `Stack` starts one watcher, N binders and one scheduler on free loopback ports, each with
 its own least-privilege kubeconfig (`component_kubeconfigs` makes them with exactly the
 RBAC rules the Helm chart grants), waits until each reports ready on /readyz, and stops
-exactly what it started. Logs go to files in the stack's work dir.
+exactly what it started. Logs go to files in the stack's work dir, one per service, begun
+afresh by each `start` (the demo's work dir outlives its runs).
 
 With `schedulers=2` (or more) the schedulers run with leader election on a Lease in
 `lease_namespace` (their kubeconfig has `SCHEDULER_RULES` only), the binders report to all
@@ -244,9 +245,11 @@ class Stack:
         ]
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
 
-    def _start(self, svc: Service) -> Service:
+    def _start(self, svc: Service, *, append: bool = False) -> Service:
+        """Run ``svc``, its output to its log: a new log per run (a kept work dir's old
+        one would name dead ports first), or with ``append`` the same one (a restart)."""
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        log = svc.log_path.open("ab")
+        log = svc.log_path.open("ab" if append else "wb")
         svc.proc = subprocess.Popen(
             svc.argv,
             stdout=log,

@@ -1,6 +1,7 @@
 """The control plane's parts that need no binaries: pinned versions and the binary cache,
 the components' command lines, kwok's config check, ``state.json``, PID files that do not
-trust a reused PID, and ``status`` of a state dir where nothing runs."""
+trust a reused PID, logs cleared for a fresh start, and ``status`` of a state dir where
+nothing runs."""
 
 from __future__ import annotations
 
@@ -78,6 +79,18 @@ def test_a_pid_file_naming_another_program_is_not_trusted(tmp_path: Path) -> Non
     assert files.stop("etcd", timeout=1) is False  # and stopping it kills nothing
     assert not files.pid_path("etcd").exists()
     assert processes.pid_alive(os.getpid())
+
+
+def test_a_fresh_start_clears_the_logs_and_spawn_appends(tmp_path: Path) -> None:
+    files = processes.ProcessFiles(tmp_path)
+    (tmp_path / "logs").mkdir()
+    files.log_path("etcd").write_text("listening on the previous run's port\n")
+    files.clear_logs()
+    assert not files.log_path("etcd").exists()
+    for _ in range(2):  # a restart (the API server's) keeps what the log said before
+        pid = files.spawn("etcd", ["sh", "-c", "echo started"])
+        os.waitpid(pid, 0)
+    assert files.log_path("etcd").read_text() == "started\n" * 2
 
 
 def test_free_ports_are_below_the_ephemeral_range_and_not_handed_out_twice() -> None:
