@@ -198,6 +198,9 @@ class Stack:
     schedulers: int = 1
     scheduler_kubeconfig: Path | None = None
     lease_namespace: str = ""
+    # The (first) scheduler's gRPC port when it is free (the demo asks for the documented
+    # 50050); 0 or taken: a free one.
+    scheduler_port: int = 0
     # Mutual TLS on every hop (see the module doc): True makes the certificates in
     # `workdir/tls` at start, a Path uses those in it, False is plaintext (debugging only).
     tls: Path | bool = True
@@ -319,7 +322,10 @@ class Stack:
             certs.write_stack_certs(self.tls_dir)
         try:
             watcher = self._start(self._watcher())
-            scheduler_ports = [controlplane.free_port() for _ in range(self.schedulers)]
+            scheduler_ports = [
+                controlplane.free_port(preferred=self.scheduler_port if i == 0 else 0)
+                for i in range(self.schedulers)
+            ]
             binders = [self._start(self._binder(i, scheduler_ports)) for i in range(self.binders)]
             schedulers = [
                 self._start(self._scheduler(i, port, watcher=watcher, binders=binders))

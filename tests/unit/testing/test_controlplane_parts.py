@@ -6,6 +6,7 @@ nothing runs."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,16 @@ def test_free_ports_are_below_the_ephemeral_range_and_not_handed_out_twice() -> 
     ports = [processes.free_port() for _ in range(20)]
     assert len(set(ports)) == 20
     assert all(20000 <= p < 32000 for p in ports)
+
+
+def test_a_preferred_port_is_taken_when_free_and_passed_over_when_not() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert processes.free_port(preferred=busy) != busy
+    assert processes.free_port(preferred=busy) == busy  # free again now
+    assert processes.free_port(preferred=busy) != busy  # handed out once only
 
 
 def test_status_of_an_empty_state_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
