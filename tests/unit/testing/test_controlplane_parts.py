@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,9 @@ def test_a_fresh_start_clears_the_logs_and_spawn_appends(tmp_path: Path) -> None
     assert not files.log_path("etcd").exists()
     for _ in range(2):  # a restart (the API server's) keeps what the log said before
         pid = files.spawn("etcd", ["sh", "-c", "echo started"])
-        os.waitpid(pid, 0)
+        while processes.pid_alive(pid):  # (reaped here, or by subprocess's own cleanup)
+            processes.reap(pid)
+            time.sleep(0.01)
     assert files.log_path("etcd").read_text() == "started\n" * 2
 
 
