@@ -255,6 +255,42 @@ copy_kwok_stages() {
   log "copied kwok ${KWOK_VERSION} default stages to ${dest}"
 }
 
+# helm_kube_minor: the Kubernetes minor helm's release build stamps, its client-go's
+# (k8s.io/client-go v0.35.x -> 35), read from helm's go.mod on the module proxy.
+helm_kube_minor() {
+  require_go
+  local gomod minor
+  gomod="$(go mod download -json "helm.sh/helm/v3@${HELM_VERSION}" \
+    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -f ${gomod} ]] || die "could not download helm.sh/helm/v3@${HELM_VERSION}'s go.mod"
+  minor="$(sed -n 's|^[[:space:]]*k8s.io/client-go v0\.\([0-9]*\)\..*|\1|p' "${gomod}" | head -n1)"
+  [[ -n ${minor} ]] || die "helm ${HELM_VERSION}'s go.mod names no k8s.io/client-go version"
+  printf '%s' "${minor}"
+}
+
+# helm_kube_ldflags <minor>: the -X flags that set helm's default Kubernetes version (what
+# `helm template` renders for without --kube-version, and what `helm lint` checks).
+helm_kube_ldflags() {
+  local pkg minor=$1 flags=""
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    flags+="-X ${pkg}.k8sVersionMajor=1 -X ${pkg}.k8sVersionMinor=${minor} "
+  done
+  printf '%s' "${flags}"
+}
+
+# helm_kube_version_is <minor>: the cached helm renders a chart for Kubernetes 1.<minor>.
+helm_kube_version_is() {
+  local chart out
+  chart="$(mktemp -d)"
+  mkdir -p "${chart}/templates"
+  printf 'apiVersion: v2\nname: probe\nversion: 0.1.0\n' >"${chart}/Chart.yaml"
+  printf '# {{ .Capabilities.KubeVersion.Major }}.{{ .Capabilities.KubeVersion.Minor }}\n' \
+    >"${chart}/templates/version.yaml"
+  out="$("$(bin_path helm "${HELM_VERSION}")" template probe "${chart}" 2>/dev/null || true)"
+  rm -rf "${chart}"
+  [[ ${out} == *"# 1.$1"* ]]
+}
+
 want() {  # want <name> <version>: true when the binary must be built
   local path
   path="$(bin_path "$1" "$2")"
@@ -300,10 +336,21 @@ if selected_has kwok; then
     copy_kwok_stages "${kwok_stages}"
   fi
 fi
-if selected_has helm && want helm "${HELM_VERSION}"; then
-  # go install leaves helm's version at its major.minor ("v3.22"): stamp the full one.
-  build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
-    "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+if selected_has helm; then
+  require_go  # once, here: helm_kube_minor runs in a subshell
+  helm_minor="$(helm_kube_minor)"
+  if ! want helm "${HELM_VERSION}" && ! helm_kube_version_is "${helm_minor}"; then
+    log "the cached helm renders for another Kubernetes version (an older build of this script); rebuilding"
+    rm -f "$(bin_path helm "${HELM_VERSION}")"
+  fi
+  if want helm "${HELM_VERSION}"; then
+    # go install leaves helm's version at its major.minor ("v3.22") and its Kubernetes
+    # version at v1.20: stamp both, as helm's own Makefile does.
+    build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
+      "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ldflags "${helm_minor}")"
+    helm_kube_version_is "${helm_minor}" \
+      || die "helm ${HELM_VERSION} was built but still renders for another Kubernetes version than 1.${helm_minor}"
+  fi
 fi
 log "done in $((SECONDS - total_start))s; binaries under ${bin_root}"
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.sidebyside import contenders, report, runner, workloads
+from splitsched.testing.interrupts import stop_like_ctrl_c
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.replot:
         return replot(args.replot)
+    stop_like_ctrl_c()  # SIGTERM stops the contenders and the control plane as Ctrl-C does
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Creating nodes from 16 threads overflows the client's pool of 10: harmless, noisy.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)

@@ -183,6 +183,7 @@ def simulate_response(
     unplaced = [i for i, p in enumerate(placements) if p.result.bind is None]
     blocking = placements[unplaced[0]].pod if gang and unplaced else None
     out = scheduler_pb2.SimulateResponse(all_placed=not unplaced)
+    names = np.asarray(table.names, dtype=np.str_)
     for i, (pod, result, scored) in enumerate(placements):
         placement = out.placements.add(pod=wire.pod_ref(pod))
         if result.bind is None:
@@ -195,8 +196,7 @@ def simulate_response(
             placement.node = result.bind.node
             placement.summary = f"fits on {result.bind.feasible_nodes}/{table.n} nodes"
         if scored is not None and scored.rows.size:
-            order = np.argsort(-scored.total, kind="stable")[:top]
-            for k in order.tolist():
+            for k in whatif.best_nodes(scored, names, chosen=placement.node, top=top):
                 ns = placement.top_nodes.add(
                     node=table.names[int(scored.rows[k])], total=float(scored.total[k])
                 )

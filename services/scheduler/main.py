@@ -75,6 +75,7 @@ class SchedulerService:
             clock=clock,
             scheduler_id=settings.scheduler_id,
             bind_timeout=settings.bind_timeout,
+            volume_bind_timeout=settings.volume_bind_timeout,
             leading=not settings.leader_elect,
             # Unique per process: a restarted scheduler must not reuse a decision id that a
             # binder still remembers (it would answer with the old decision's outcome).

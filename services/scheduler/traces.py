@@ -5,9 +5,11 @@ tree across the services is drawn in `splitsched.runtime.tracing`).
 The first attempt is a child of the watch event that queued the pod; a retry (the pod
 came back through backoff or the unschedulable pool) starts a new trace *linked* to that
 watch event and to the previous attempt, so each trace stays one attempt long and a
-pod's history is still one click away. The members of a gang are placed together in one
-cycle but keep one trace each: every member's `gang_cycle` span (group, minMember, members
-tried, members placed, result) links to the first member's `schedule_pod`.
+pod's history is still one click away. Every attempt's root starts when its pod entered
+the active queue (`QueuedPod.activated_at`): the wait in backoff or the pool is in none.
+The members of a gang are placed together in one cycle but keep one trace each: every
+member's `gang_cycle` span (group, minMember, members tried, members placed, result)
+links to the first member's `schedule_pod`.
 
 Wired by `services.scheduler.main` only when tracing is on. `SchedulingTraces` is the
 core's `CycleObserver` (handed to `FrameworkAlgorithm`): it reads the clock when the core
@@ -76,6 +78,16 @@ class _Origin:
     unsampled: trace.SpanContext | None = None
 
 
+def _activated(queued: QueuedPod | None, cycle_start: int) -> int:
+    """Where an attempt's trace and its `queue_wait` start: when the pod last entered the
+    active queue (epoch ns), not when it was first queued or last requeued, so the time a
+    retry spent in backoff or the unschedulable pool (or a pod behind its gates) is in no
+    trace; the cycle's start when the queue did not say."""
+    if queued is None or not queued.activated_at:
+        return cycle_start
+    return min(wall_ns(queued.activated_at), cycle_start)
+
+
 def _bounded_put(table: dict[K, V], key: K, value: V) -> None:
     """Set `table[key]`, dropping the oldest entry first when the table is full."""
     if len(table) >= MAX_TRACKED and key not in table:
@@ -86,8 +98,8 @@ def _bounded_put(table: dict[K, V], key: K, value: V) -> None:
 class SchedulingTraces(CycleObserver):
     """The scheduler's per-attempt spans (the module docstring says how they are wired).
 
-    `queued_of(uid)` gives the queue entry of the pod being scheduled (its enqueue time and
-    attempt count) when the core starts its cycle."""
+    `queued_of(uid)` gives the queue entry of the pod being scheduled (when it entered the
+    active queue, its attempt count) when the core starts its cycle."""
 
     def __init__(self, *, queued_of: Callable[[str], QueuedPod | None] = lambda _uid: None) -> None:
         self._queued_of = queued_of
@@ -212,22 +224,21 @@ class SchedulingTraces(CycleObserver):
         if queued is None and cycle is not None:
             queued = cycle.queued
         cycle_start = cycle.start if cycle is not None else now
-        enqueued = wall_ns(queued.enqueued_at) if queued is not None else cycle_start
-        enqueued = min(enqueued, cycle_start)
+        activated = _activated(queued, cycle_start)
         attrs = spans.root_attributes(pod, queued.attempts if queued is not None else 0)
         root = tracer().start_span(
             "schedule_pod",
             context=origin.context,
             attributes=attrs,
             links=origin.links,
-            start_time=enqueued,
+            start_time=activated,
         )
         if not root.is_recording():
             self._keep(uid, root, result, decision_id, node)
             return
         self._previous[uid] = root.get_span_context()
         in_root = trace.set_span_in_context(root)
-        tracer().start_span("queue_wait", context=in_root, start_time=enqueued).end(
+        tracer().start_span("queue_wait", context=in_root, start_time=activated).end(
             end_time=cycle_start
         )
         if cycle is not None:

@@ -50,13 +50,15 @@ class QueueError(Exception):
 class QueuedPod:
     """A snapshot of a queued pod. `attempts` counts pops; `enqueued_at` is the time of the
     last (re)queueing after an attempt, from which backoff and the unschedulable timeout
-    run."""
+    run; `activated_at` the time it last entered active, where its wait for the scheduler
+    (not for backoff, room or a gate) starts: the next attempt's trace starts there."""
 
     pod: models.Pod
     attempts: int = 0
     first_enqueued: float = 0.0
     enqueued_at: float = 0.0
     unschedulable_plugins: frozenset[str] = frozenset()
+    activated_at: float = 0.0
 
     @property
     def uid(self) -> str:
@@ -67,6 +69,7 @@ class _Entry:
     """The queue's mutable record of one pod."""
 
     __slots__ = (
+        "activated_at",
         "attempts",
         "backoff_expiry",
         "enqueued_at",
@@ -86,6 +89,7 @@ class _Entry:
         self.attempts = 0
         self.first_enqueued = now
         self.enqueued_at = now
+        self.activated_at = now
         self.plugins: frozenset[str] = frozenset()
         self.events: frozenset[ClusterEvent] = frozenset()
         self.place = ""
@@ -102,6 +106,7 @@ class _Entry:
             first_enqueued=self.first_enqueued,
             enqueued_at=self.enqueued_at,
             unschedulable_plugins=self.plugins,
+            activated_at=self.activated_at,
         )
 
 
@@ -175,8 +180,10 @@ class SchedulingQueue:
         entry.place = ""
         entry.token = self._next_token()
 
-    def _push_active(self, entry: _Entry) -> None:
+    def _push_active(self, entry: _Entry, now: float) -> None:
+        """Into active, entered at `now` (a re-sort in place passes its `activated_at`)."""
         self._leave(entry)
+        entry.activated_at = now
         entry.place = ACTIVE
         self._counts[ACTIVE] += 1
         heapq.heappush(self._active, (-entry.pod.priority, entry.seq, entry.token, entry.pod.uid))
@@ -250,7 +257,7 @@ class SchedulingQueue:
         if entry.backoff_expiry > now:
             self._push_backoff(entry)
             return BACKOFF
-        self._push_active(entry)
+        self._push_active(entry, now)
         return ACTIVE
 
     # ---- pending pods from the watch -----------------------------------------------------
@@ -261,12 +268,13 @@ class SchedulingQueue:
             self.update(pod)
             return
         self._deleted_in_flight.discard(pod.uid)
-        entry = _Entry(pod, now=self._clock.now(), seq=self._next_seq())
+        now = self._clock.now()
+        entry = _Entry(pod, now=now, seq=self._next_seq())
         self._entries[pod.uid] = entry
         if pod.scheduling_gates:
             self._set_gated(entry)
         else:
-            self._push_active(entry)
+            self._push_active(entry, now)
 
     def update(self, pod: models.Pod) -> None:
         """Replace the pod wherever it is. In active or backoff it keeps its place (active
@@ -283,7 +291,7 @@ class SchedulingQueue:
             self._update_gated(entry)
         elif entry.place == ACTIVE:
             if old.priority != pod.priority:
-                self._push_active(entry)
+                self._push_active(entry, entry.activated_at)
         elif entry.place == UNSCHEDULABLE:
             if _scheduling_spec_changed(old, pod):
                 self._requeue(entry, self._clock.now())
@@ -435,7 +443,7 @@ class SchedulingQueue:
             _, _, token, uid = heapq.heappop(self._backoff)
             entry = self._live(BACKOFF, token, uid)
             if entry is not None:
-                self._push_active(entry)
+                self._push_active(entry, now)
                 moved += 1
         deadline = now - self.max_unschedulable_duration
         while self._unsched and self._unsched[0][0] < deadline:

@@ -16,6 +16,9 @@ import contextlib
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from splitsched.core import models
 from splitsched.core.explain import explain_pod
 from splitsched.core.results import (
@@ -72,6 +75,24 @@ class WhatIf:
         """Forget every placement, newest first (Unreserve included)."""
         while self._placed:
             self._algo.forget(self._placed.pop())
+
+
+def best_nodes(
+    scored: ScoredNodes, names: npt.NDArray[np.str_], *, chosen: str, top: int
+) -> list[int]:
+    """The `top` best of the scored nodes (indices into `scored`; `names` the view's node
+    names by row), best first: `chosen`, the node the answer names (the scheduler picked it
+    at random among the best), then by total, equal totals by name. So the answer's node is
+    always listed, and which of more ties than `top` make the cut does not depend on the
+    order the nodes joined the view."""
+    totals, node_names = scored.total, names[scored.rows]
+    others = node_names != chosen
+    candidates = np.arange(totals.size)
+    if totals.size > top:  # only `chosen`, the `top` best totals and their ties can make it
+        cut = np.partition(totals, totals.size - top)[totals.size - top]
+        candidates = np.flatnonzero((totals >= cut) | ~others)
+    order = np.lexsort((node_names[candidates], -totals[candidates], others[candidates]))
+    return [int(k) for k in candidates[order[:top]]]
 
 
 @contextlib.contextmanager

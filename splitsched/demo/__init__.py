@@ -7,7 +7,7 @@ more held by a scheduling gate: docs/api.md's examples name these pods); shows p
 while they bind, then a summary: bound and pending counts, pods per node,
 creation-to-bound latency, how the binders shared the work, and why the unfit and the
 gated pods wait (from the Scheduler API).
-Stops everything it started on exit or Ctrl-C.
+Stops everything it started on exit, Ctrl-C or SIGTERM.
 
 The services talk mutual TLS with trusted clients, as the Helm chart installs them: the
 demo makes a CA and one certificate per component (and an `ops` one for you and the CLI)
@@ -43,5 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.offline:
         return run_offline(args.cluster)
     from splitsched.demo.live import run_live
+    from splitsched.testing.interrupts import stop_like_ctrl_c
 
+    stop_like_ctrl_c()  # a process manager's SIGTERM cleans up as Ctrl-C does
     return run_live(keep=args.keep, tls=not args.insecure)

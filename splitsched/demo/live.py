@@ -1,6 +1,7 @@
 """``python -m splitsched.demo``: the live run. Starts the local control plane, the demo's
 nodes and the three services, creates the demo's pods while a watch records when each is
-bound, then prints the summary; stops everything it started on exit or Ctrl-C.
+bound, then prints the summary; stops everything it started on exit, Ctrl-C or SIGTERM
+(`splitsched.testing.interrupts`).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ BIND_BUDGET_SECONDS = 300
 def run_live(*, keep: bool, tls: bool = True) -> int:
     cp = controlplane.ControlPlane(STATE_DIR)
     print("starting the local control plane (etcd, kube-apiserver, kwok)...", flush=True)
-    cp.up()
     running: stack.Stack | None = None
     try:
+        cp.up()
         api = kube.api_client_from_kubeconfig(cp.kubeconfig_path)
         print(f"  kube-apiserver at {cp.server_url}; kubeconfig {cp.kubeconfig_path}")
         _create_nodes(api)

@@ -20,7 +20,7 @@ The trace of one attempt crosses the services through our proto `trace_context` 
 (W3C `traceparent`/`tracestate`), written and read with the configured propagator:
 
     watcher   watch_event  (PRODUCER; puts its context in ClusterEvent.trace_context)
-    scheduler └ schedule_pod (from the enqueue time to the confirmation)
+    scheduler └ schedule_pod (from entering the active queue to the confirmation)
                 ├ queue_wait, filter, score, assume   (timed around the core's calls)
                 ├ gang_cycle (a gang member: the one cycle that placed its whole gang)
                 ├ bind_request (PRODUCER; context in BindRequest.trace_context)

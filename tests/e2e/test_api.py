@@ -175,6 +175,15 @@ def test_get_pod_and_list_pods_follow_pods_to_bound(
         assert status.scheduling_attempts >= 1 and status.scheduler_name == "splitsched"
         assert status.pod.uid == api_pod.metadata.uid
         assert status.HasField("first_seen") and status.message == ""
+    # One Binding call each, counted also when the watch showed the pod bound before the
+    # binder's report came (issue 21: those reports were dropped, leaving 0).
+    web = [f"web-{i}" for i in range(3)]
+
+    def calls() -> list[int] | None:
+        counts = [get_pod(stub, namespace, name).bind_attempts for name in web]
+        return counts if all(counts) else None
+
+    assert kube.wait_for(calls, timeout=30, message="bind_attempts reported") == [1, 1, 1]
     huge = wait_state(stub, namespace, "huge", scheduler_pb2.WAITING)
     assert "Insufficient cpu" in huge.message and huge.message.startswith("0/")
     # Per node, why: the module's GPU nodes are tainted, every other node is too small.

@@ -6,8 +6,10 @@ answers 500 to the first Binding POST of one chosen pod, so that pod's bind need
 Checked from the received spans only: per pod, watcher, scheduler and binder spans share
 one trace id, with the structure described in splitsched/runtime/tracing.py, and the
 failing pod's bind span has two attempt children (500, then 201). Its binder log line about
-the retry carries the same trace id. The spans are dumped to `spans.json` in the stack's
-work dir (and to $SPLITSCHED_TRACE_DUMP when set) for scripts/render-trace.py.
+the retry carries the same trace id. A pod that waits for a node gets a second, linked
+trace that starts once the node arrives, not when its first attempt failed. The spans are
+dumped to `spans.json` in the stack's work dir (and to $SPLITSCHED_TRACE_DUMP when set) for
+scripts/render-trace.py.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import os
 import re
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -358,3 +361,54 @@ def test_gang_members_keep_one_trace_each_linked_through_the_gang_cycle(
             assert [(link.trace_id, link.span_id) for link in cycle.links] == [
                 (roots[first].trace_id, roots[first].span_id)
             ]
+
+
+def test_a_retry_trace_starts_when_room_appeared_not_when_the_first_attempt_failed(
+    traced: Traced, kube_api: client.ApiClient, namespace: str
+) -> None:
+    # Issue 21: after a node was added, a retry's trace started when its first attempt
+    # ended, so it lasted as long as the pod had waited for room.
+    pool = f"retry-{namespace}"
+    kube.create_pods(
+        kube_api, namespace=namespace, pods=[kube.make_pod("waiter", node_selector={"pool": pool})]
+    )
+
+    def attempts() -> list[Span]:
+        return [
+            s
+            for s in traced.receiver.spans()
+            if s.name == "schedule_pod"
+            and s.pod == "waiter"
+            and s.attributes.get("k8s.namespace.name") == namespace
+        ]
+
+    tried = kube.wait_for(attempts, timeout=60, interval=0.5, message="first attempt")
+    first = min(tried, key=lambda s: s.start_ns)
+    assert first.status == "ERROR" and first.attributes["splitsched.attempt"] == 1
+    room_added = time.time_ns()  # the first attempt has ended: it was exported
+    node = kube.create_kwok_nodes(
+        kube_api, 1, name_prefix=pool, cpu="2", memory="4Gi", labels={"pool": pool}
+    )
+    try:
+        retry = kube.wait_for(
+            lambda: finished_attempt(traced.receiver.spans(), namespace, "waiter"),
+            timeout=60,
+            interval=0.5,
+            message="the retry's trace",
+        )
+    finally:
+        kube.delete_nodes(kube_api, node)
+    spans = traced.receiver.spans()
+    # The first attempt, and any other before the node came.
+    failed = sorted((s for s in attempts() if s != retry), key=lambda s: s.end_ns)
+    assert all(s.status == "ERROR" for s in failed) and first in failed
+    assert retry.attributes["splitsched.attempt"] == len(failed) + 1
+    assert retry.attributes["k8s.node.name"] == node[0]
+    assert retry.parent_span_id == "" and retry.trace_id != first.trace_id
+    links = {link.attributes["splitsched.link"]: link for link in retry.links}
+    assert links["previous_attempt"].span_id == failed[-1].span_id
+    (wait,) = [s for s in children(spans, retry) if s.name == "queue_wait"]
+    assert wait.start_ns == retry.start_ns
+    # The node event let the pod back into the active queue, so its trace starts after the
+    # node was created: the time it waited for room is in no attempt's trace.
+    assert retry.start_ns > room_added > first.end_ns

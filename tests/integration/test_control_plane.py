@@ -9,15 +9,20 @@ leaves nodes without its annotation alone, and the API server reports the pinned
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from splitsched.testing.controlplane import read_versions
+from splitsched.testing.controlplane import ControlPlane, pid_alive, read_versions
+from splitsched.testing.controlplane.processes import ProcessFiles
 from splitsched.testing.kube import (
     api_client_from_kubeconfig,
     bind_pod,
@@ -159,3 +164,31 @@ def test_kwok_ignores_nodes_without_its_annotation(
         assert get_pod(kube_api, namespace=namespace, name="orphan").status.phase == "Pending"
     finally:
         delete_nodes(kube_api, [plain])
+
+
+def test_sigterm_during_up_stops_what_it_started(tmp_path: Path) -> None:
+    """`make cluster-up` stopped by a process manager or `timeout` (SIGTERM) half-way:
+    etcd and kube-apiserver, already started, are stopped as on Ctrl-C (issue 20: the
+    demo stopped this way left etcd, kube-apiserver and kwok running)."""
+    command = [sys.executable, "-m", "splitsched.testing.controlplane", "up"]
+    up = subprocess.Popen(
+        [*command, "--state-dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    files = ProcessFiles(tmp_path)
+    try:
+        wait_for(
+            lambda: files.read_pid("kube-apiserver"),
+            timeout=180,
+            message="`controlplane up` to start kube-apiserver",
+        )
+        started = [pid for name in ("etcd", "kube-apiserver") if (pid := files.read_pid(name))]
+        up.send_signal(signal.SIGTERM)
+        _, err = up.communicate(timeout=60)
+        left = [pid for pid in started if pid_alive(pid)]
+    finally:
+        if up.poll() is None:
+            up.kill()
+        ControlPlane(tmp_path).down()  # whatever the outcome, nothing stays behind
+    assert up.returncode != 0, "an interrupted `up` must not report success"
+    assert len(started) == 2
+    assert not left, err.decode()

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from services.scheduler.state.cycle import SchedulingCycle
 from services.scheduler.state.records import Decision, DecisionEvent, EventKind, Outcome, Phase
+from splitsched.core import storage
+from splitsched.core.plugins import volume_binding
 from splitsched.core.queue import QueuedPod
 
 _FAILURE_KINDS = {Outcome.CONFLICT: EventKind.CONFLICT, Outcome.POD_GONE: EventKind.POD_GONE}
@@ -52,18 +54,22 @@ class BinderOutcomes(SchedulingCycle):
         node: str = "",
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
+        volume_bindings: Sequence[storage.VolumeBinding] = (),
     ) -> bool:
         """Apply a binder's report. Idempotent: an already resolved decision is ignored
-        (returns False). An unknown one still in flight (IN_PROGRESS) or just bound (for a
-        preemption: its victims evicted), for a pod the view shows pending, is adopted
-        (`adopt`); any other is ignored."""
+        (returns False), but for the Binding calls of the first final report of one the
+        watch showed bound (`_late_report`). An unknown one still in flight (IN_PROGRESS)
+        or just bound (for a preemption: its victims evicted), for a pod the view shows
+        pending, is adopted (`adopt`); any other is ignored."""
         decision = self.decisions.get(decision_id)
         if decision is None:
+            if self._late_report(decision_id, pod_uid, result, attempts):
+                return False
             if result not in (Outcome.IN_PROGRESS, Outcome.BOUND):
                 return False
             decision = self.adopt(
                 decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id,
-                preemption=preemption, victim_uids=victim_uids,
+                preemption=preemption, victim_uids=victim_uids, volume_bindings=volume_bindings,
             )  # fmt: skip
             if decision is None or result is Outcome.IN_PROGRESS or preemption:
                 return decision is not None
@@ -94,6 +100,19 @@ class BinderOutcomes(SchedulingCycle):
             self._release(decision, requeue="backoff", message=message)
         return True
 
+    def _late_report(self, decision_id: str, pod_uid: str, result: Outcome, attempts: int) -> bool:
+        """The final report of a decision the watch showed bound before it came: the
+        binder made its Binding calls all the same, so they count (once: a re-sent report
+        finds nothing); nothing else about the pod changes. False if it is not one."""
+        rec = self.records.get(pod_uid)
+        if rec is None or not decision_id or rec.unreported_decision != decision_id:
+            return False
+        if result is Outcome.IN_PROGRESS:
+            return False  # still at it: its final report follows
+        rec.unreported_decision = ""
+        rec.bind_attempts += attempts
+        return True
+
     def _bound(self, decision: Decision, binder_id: str) -> None:
         """A binder bound the pod: its room stays taken until the watch confirms it."""
         uid = decision.pod.uid
@@ -122,6 +141,7 @@ class BinderOutcomes(SchedulingCycle):
         binder_id: str = "",
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
+        volume_bindings: Sequence[storage.VolumeBinding] = (),
     ) -> Decision | None:
         """Take over a decision a binder is carrying out that this scheduler did not make
         (its predecessor did, before a failover or a restart): count the pod on that node
@@ -130,8 +150,10 @@ class BinderOutcomes(SchedulingCycle):
         as usual. A preemption holds the room for its preemptor the same way until the
         victims still in the view are gone, then binds it there if it fits
         (`_adopt_preemption`). Only for a pod the view shows pending, not gated and not
-        already decided; returns None otherwise. The predecessor ran the Reserve plugins; this
-        scheduler holds the room without them."""
+        already decided; returns None otherwise. The predecessor chose; this scheduler's
+        Reserve holds the `volume_bindings` the binder reports (VolumeBinding assumes them
+        rather than choosing), so no other pod takes those volumes, and the decision
+        gets the deadline of one with volumes."""
         rec = self.records.get(pod_uid)
         if (
             not self.synced
@@ -151,8 +173,10 @@ class BinderOutcomes(SchedulingCycle):
                 decision_id=decision_id, queued=queued, node=node, binder_id=binder_id,
                 victim_uids=victim_uids, now=now,
             )  # fmt: skip
+        chosen = volume_binding.reserve_chosen(self.cache.table.storage, volume_bindings)
+        if not self.algo.assume(pod, node, chosen).ok:
+            return None  # a Permit plugin would not have it: never expected
         self.queue.delete(pod_uid)
-        self.cache.assume(pod, node)
         return self._register(queued, node, now, adopted_from=binder_id, decision_id=decision_id)
 
     def _adopt_preemption(

@@ -81,6 +81,9 @@ class PodRecord:
     queued_at: float = 0.0
     last_attempt: float = 0.0
     last_reported_unschedulable: float = -1e18
+    #: The decision the watch showed bound before its binder's report came: that late
+    #: report still adds its Binding calls to `bind_attempts`, once.
+    unreported_decision: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,11 +11,13 @@ from pathlib import Path
 
 from splitsched.testing.controlplane.plane import ControlPlane
 from splitsched.testing.controlplane.state import ControlPlaneError
+from splitsched.testing.interrupts import stop_like_ctrl_c
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: ``up`` | ``down`` | ``status``."""
     args = _parser().parse_args(argv)
+    stop_like_ctrl_c()  # SIGTERM during `up` stops what it started (ControlPlane.up)
     cp = ControlPlane(args.state_dir)
     if args.verb == "up":
         return _up(cp)
@@ -56,6 +58,9 @@ def _up(cp: ControlPlane) -> int:
         except ControlPlaneError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print("interrupted: stopped what had started", file=sys.stderr)
+            return 130
         print(f"control plane up at {cp.server_url} in {time.monotonic() - start:.1f}s")
     print(f"  kubeconfig: {cp.kubeconfig_path}")
     print(f"  export KUBECONFIG={cp.kubeconfig_path}")

@@ -454,6 +454,27 @@ def test_simulate_takes_proto_pods_json_lists_and_multi_document_yaml() -> None:
     run(go())
 
 
+def test_simulate_lists_its_node_first_among_ties_wider_than_top_nodes() -> None:
+    # Issue 21: with a 4-way tie and topNodes 2, `node` was a third node, not listed.
+    state = make_state([node(name) for name in ("n3", "n1", "n4", "n2")])
+    request = scheduler_pb2.SimulateRequest(manifests=[manifest("a")], top_nodes=2)
+
+    async def go() -> list[tuple[str, list[str]]]:
+        answers = []
+        async with serving(state) as s:
+            for seed in range(8):  # the scheduler picks among the ties at random
+                state.algo.rng.seed(seed)
+                (p,) = (await s.stub.Simulate(request)).placements
+                assert len({n.total for n in p.top_nodes}) == 1  # all four tie
+                answers.append((p.node, [n.node for n in p.top_nodes]))
+        return answers
+
+    answers = run(go())
+    for chosen, top in answers:  # the answer first, then the other ties by name
+        assert top == [chosen, "n1" if chosen != "n1" else "n2"]
+    assert {chosen for chosen, _ in answers} - {"n1", "n3"}  # some pick is not in the first rows
+
+
 @pytest.mark.parametrize(
     ("request_kwargs", "message"),
     [

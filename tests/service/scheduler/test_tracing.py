@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import random
+import time
 
 import grpc
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -34,8 +35,10 @@ from tests.support.builders import splitsched_pod as pod
 from tests.support.spans import by_name, one, parent_id, span_id, trace_id
 
 
-def traced_state() -> tuple[SchedulerState, SchedulingTraces, FakeClock]:
-    clock = FakeClock(100.0)
+def traced_state(start: float = 100.0) -> tuple[SchedulerState, SchedulingTraces, FakeClock]:
+    """A state whose queue runs on a fake clock from `start` (monotonic seconds, as the
+    real one: the spans turn its readings into wall time)."""
+    clock = FakeClock(start)
     traces = SchedulingTraces(queued_of=lambda uid: state.queue.get(uid))
     algo = algorithm.FrameworkAlgorithm(
         cache=SchedulerCache(clock=clock),
@@ -147,6 +150,30 @@ def test_unschedulable_attempt_fails_and_the_retry_is_a_linked_new_trace(
     links = {str((link.attributes or {})["splitsched.link"]): link.context for link in root2.links}
     assert links["previous_attempt"].span_id == span_id(root1)
     assert links["watch_event"].span_id == parent_id(root1)
+
+
+def test_a_retry_trace_starts_when_the_pod_is_back_in_the_active_queue(
+    exporter: InMemorySpanExporter,
+) -> None:
+    # Issue 21: a retry's trace started when its first attempt ended, so it lasted as
+    # long as the pod waited for room (docs/observability.md promises it does not).
+    two_hours_ago = time.monotonic() - 7200.0
+    state, traces, clock = traced_state(two_hours_ago)
+    state.apply_node("ADDED", node("n1", cpu=500))
+    state.apply_pod("ADDED", pod("big"))
+    assert isinstance(run_attempt(state, traces), Unschedulable)
+    clock.advance(3600.0)  # an hour in the unschedulable pool
+    state.apply_node("ADDED", node("n2", cpu=1000))  # moves it to active
+    second = run_attempt(state, traces)
+    assert isinstance(second, Decision)
+    traces.confirmed("uid-big", second.node)
+    spans = list(exporter.get_finished_spans())
+    root2 = by_name(spans, "schedule_pod")[1]
+    (wait,) = [s for s in by_name(spans, "queue_wait") if parent_id(s) == span_id(root2)]
+    assert root2.start_time is not None and wait.start_time == root2.start_time
+    # Within a second of the node's arrival (the clock conversion's rounding), not an
+    # hour before it.
+    assert abs(root2.start_time - tracing.wall_ns(clock.now())) < 1_000_000_000
 
 
 async def watched_decisions(servicer: SchedulerApi) -> list[scheduler_pb2.Decision]:

@@ -265,6 +265,32 @@ def test_unschedulable_snapshot_remembers_plugins() -> None:
     assert got.attempts == 1
 
 
+def test_activated_at_is_when_the_pod_last_entered_active() -> None:
+    # Where an attempt's trace starts (services/scheduler/traces.py): a retry's wait in
+    # backoff or the unschedulable pool, or a pod's behind its gates, is not counted.
+    q, clock = make()
+    q.add(pod("parked"))
+    q.add(pod("backing-off"))
+    q.add(pod("gated", scheduling_gates=("example.com/a",)))
+    clock.advance(2)
+    parked = pop(q)
+    assert parked.activated_at == 1000.0
+    q.add_unschedulable(parked, plugins=FIT, events=frozenset({NODE_ADD}))
+    q.add_backoff(pop(q))
+    clock.advance(58)
+    assert q.on_event(NODE_ADD) == 1  # at 1060, its 1 s backoff long over
+    q.update(pod("parked", priority=5))  # a re-sort in active keeps its time
+    clock.advance(5)
+    assert q.flush() == 1  # "backing-off" at 1065
+    clock.advance(5)
+    q.update(pod("gated"))  # its last gate removed at 1070
+    got = {qp.uid: qp for qp in (pop(q), pop(q), pop(q))}
+    assert {uid: qp.activated_at for uid, qp in got.items()} == {
+        "parked": 1060.0, "backing-off": 1065.0, "gated": 1070.0,
+    }  # fmt: skip
+    assert got["parked"].enqueued_at == 1002.0  # its failure: backoff ran from there
+
+
 def test_long_unschedulable_pods_are_flushed_after_five_minutes() -> None:
     q, clock = make()
     q.add(pod("old"))
@@ -476,6 +502,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert qp.uid in self.live and qp.uid not in self.flying
         assert qp.uid not in self.gated and not qp.pod.scheduling_gates
+        assert qp.enqueued_at <= qp.activated_at <= self.clock.now()
         self.flying[qp.uid] = qp
 
     @precondition(lambda self: bool(self.flying))

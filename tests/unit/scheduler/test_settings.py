@@ -23,6 +23,7 @@ def test_defaults() -> None:
     assert s.profiles is None and s.common.kubeconfig is None
     assert s.scheduler_id == f"{socket.gethostname()}-{os.getpid()}"
     assert (s.bind_timeout, s.bind_attempts, s.settle_seconds) == (30.0, 5, 0.0)
+    assert s.volume_bind_timeout == 600.0  # kube-scheduler's bindTimeoutSeconds
     assert not s.leader_elect and not s.standby_ready
     assert s.lease_name == "splitsched-scheduler"
     assert (s.lease_duration, s.renew_deadline, s.retry_period) == (10.0, 7.0, 2.0)
@@ -81,6 +82,7 @@ def test_settings_are_frozen() -> None:
             "--http-listen '127.0.0.1:99999': expected host:port",
         ),
         (["--peer-server-name", "x"], "--peer-server-name needs --peer-tls-ca (TLS to the peers)"),
+        (["--volume-bind-timeout", "0"], "--volume-bind-timeout must be positive, got 0"),
     ],
 )
 def test_unusable_values_name_the_flag(argv: list[str], message: str) -> None:

@@ -31,6 +31,36 @@ def test_pending_pod_is_assumed_then_confirmed_by_outcome_and_watch(state: Sched
     state.cache.check_invariants()
 
 
+def test_a_report_after_the_watch_confirmed_still_counts_its_binding_calls(
+    state: SchedulerState,
+) -> None:
+    # Issue 21: bind_attempts was 0 for the pods whose binding the watch showed first.
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", pod("a"))
+    d = decide(state)
+    state.apply_pod("MODIFIED", replace(pod("a"), node_name="n1"))
+    rec = state.find("ns", "a")
+    assert rec is not None and (rec.phase, rec.bind_attempts) == (Phase.BOUND, 0)
+    events, counters = list(state.recent_events), dict(state.counters)
+
+    def report(result: Outcome, attempts: int) -> bool:
+        return state.on_outcome(
+            decision_id=d.decision_id, result=result, attempts=attempts, binder_id="b-0",
+            pod_uid="uid-a", node="n1",
+        )  # fmt: skip
+
+    # Still binding as the watch saw it: only the final report counts.
+    assert not report(Outcome.IN_PROGRESS, 1)
+    # Resolves nothing (so not `accepted`), but its two Binding calls count, once.
+    assert not report(Outcome.BOUND, 2)
+    assert not report(Outcome.BOUND, 2)  # re-sent
+    assert (rec.phase, rec.node, rec.bind_attempts) == (Phase.BOUND, "n1", 2)
+    # Nothing else changes: no event, no counter, the pod stays in the view as bound.
+    assert (list(state.recent_events), state.counters) == (events, counters)
+    cached = state.cache.get("uid-a")
+    assert cached is not None and cached.state is PodState.ADDED and "uid-a" not in state.queue
+
+
 def test_no_double_booking_while_decisions_are_in_flight(state: SchedulerState) -> None:
     state.apply_node("ADDED", node("n1"))
     state.apply_pod("ADDED", pod("a"))
