@@ -350,7 +350,7 @@ class BindingPool:
         return bind_call(
             carrier=job.trace_context, namespace=job.namespace, name=job.name, uid=job.uid,
             node=job.node, decision_id=job.decision_id, accepted_at=job.accepted_at,
-            server=self._kube.endpoint.host,
+            server=self._kube.endpoint.host, binder_id=self.binder_id,
         )  # fmt: skip
 
     async def _finish(
