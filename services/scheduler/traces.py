@@ -30,6 +30,7 @@ from typing import TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import Link
 
 from services.scheduler import spans
@@ -37,7 +38,7 @@ from splitsched.core import framework, models
 from splitsched.core.observer import CycleObserver, Placements
 from splitsched.core.queue import QueuedPod
 from splitsched.core.results import ScheduleResult
-from splitsched.runtime import tracing
+from splitsched.runtime import tailkeep, tracing
 from splitsched.runtime.tracing import extract, inject, set_error, span_context, tracer, wall_ns
 
 MAX_TRACKED = 200_000
@@ -335,7 +336,26 @@ class SchedulingTraces(CycleObserver):
         attempt.bind_request = spans.bind_request_span(
             attempt.root, method=method, node=attempt.node, binder_target=binder_target
         )
-        return inject(attempt.bind_request)
+        carrier = inject(attempt.bind_request)
+        if self._kept_already(attempt.root):
+            carrier = tailkeep.sampled_carrier(carrier)
+        return carrier
+
+    def _kept_already(self, root: trace.Span) -> bool:
+        """Whether an unsampled attempt is already known to be kept when its decision is
+        sent (a retry, or slow so far): then the binder is told, by the sampled flag."""
+        rule = tracing.tail_rule()
+        if rule is None or root.get_span_context().trace_flags.sampled:
+            return False
+        if not isinstance(root, ReadableSpan):
+            return False
+        probe = ReadableSpan(
+            name=root.name,
+            attributes=root.attributes,
+            start_time=root.start_time,
+            end_time=time.time_ns(),
+        )
+        return rule.reason(probe) != ""
 
     def bind_sent(self, uid: str, decision_id: str, *, accepted: bool, reason: str = "") -> None:
         """The binder answered the BindBatch: `bind_request` ends; a refusal ends the

@@ -45,11 +45,14 @@ import time
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
+
+if TYPE_CHECKING:
+    from splitsched.runtime.tailkeep import TailRule
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,7 @@ SCOPE = "splitsched"
 class _State:
     tracer: trace.Tracer | None = None
     provider: Any = None  # opentelemetry.sdk.trace.TracerProvider, imported lazily
+    tail: TailRule | None = None  # the tail-keeping rule in use (splitsched.runtime.tailkeep)
 
 
 _state = _State()
@@ -70,6 +74,11 @@ _state = _State()
 def enabled() -> bool:
     """Whether spans are being built in this process (False: skip all tracing work)."""
     return _state.tracer is not None
+
+
+def tail_rule() -> TailRule | None:
+    """The rule by which this process keeps unsampled attempts (None: it keeps none)."""
+    return _state.tail
 
 
 def tracer() -> trace.Tracer:
@@ -156,10 +165,17 @@ def _exporter(name: str, environ: Mapping[str, str]) -> Any:
     raise ValueError(f"unsupported OTLP protocol {protocol!r} (grpc, http/protobuf)")
 
 
-def setup(component: str, *, exporter: Any = None) -> bool:
+def setup(
+    component: str,
+    *,
+    exporter: Any = None,
+    sampler: Any = None,
+    tail: TailRule | None = None,
+) -> bool:
     """Configure tracing for `component` (watcher, scheduler, binder) from the environment;
-    returns whether it is on. `exporter` (tests) forces it on with a synchronous processor
-    and leaves the global provider alone."""
+    returns whether it is on. `exporter` (tests) forces it on with a synchronous processor,
+    the given `sampler` and `tail` rule (the environment's otherwise), and leaves the
+    global provider alone."""
     environ = os.environ
     names = [] if exporter is not None else exporters_from_env(environ)
     if exporter is None and not names:
@@ -168,36 +184,67 @@ def setup(component: str, *, exporter: Any = None) -> bool:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 
+    from splitsched.runtime import tailkeep
+
     attributes: dict[str, str] = {"service.namespace": "splitsched"}
     if not environ.get("OTEL_SERVICE_NAME"):
         attributes[SERVICE_NAME] = f"splitsched-{component}"
-    provider = TracerProvider(resource=Resource.create(attributes))  # sampler: from env
+    provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler)
+    processors: list[Any] = []
     if exporter is not None:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        processors.append(SimpleSpanProcessor(exporter))
     else:
+        tail = tailkeep.TailRule.from_env(environ)
         for name in names:
             try:
-                provider.add_span_processor(BatchSpanProcessor(_exporter(name, environ)))
+                processors.append(BatchSpanProcessor(_exporter(name, environ)))
             except ValueError as exc:
                 log.error("tracing: %s; exporter skipped", exc)
         trace.set_tracer_provider(provider)
+    roots = tailkeep.ROOTS.get(component)
+    if tail is not None and roots is not None:
+        provider.sampler = tailkeep.RecordUnsampled(provider.sampler)
+        processors = [tailkeep.TailKeeper(processors, roots=roots, rule=tail)]
+        _state.tail = tail
+    for processor in processors:
+        provider.add_span_processor(processor)
     _state.provider = provider
     _state.tracer = provider.get_tracer(SCOPE)
     if exporter is None and (warning := protocol_warning(environ)):
         log.warning("tracing: %s", warning)
     if exporter is None:
         log.info(
-            "tracing on: exporters %s, protocol %s, service %s",
+            "tracing on: exporters %s, protocol %s, service %s, tail keeping %s",
             ",".join(names),
             protocol_from_env(environ),
             provider.resource.attributes.get(SERVICE_NAME),
+            f"slower than {tail.slower_than}s" if tail and roots else "off",
         )
     return True
+
+
+def record_locally(processor: Any) -> None:
+    """Also give every span this process builds to `processor` (the scheduler's store of
+    recent attempts), sampled or not; without exporters (tracing off), spans are then
+    built for it alone and exported nowhere."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from splitsched.runtime.tailkeep import RecordUnsampled
+
+    provider = _state.provider
+    if provider is None:
+        provider = _state.provider = TracerProvider(sampler=ALWAYS_OFF, shutdown_on_exit=False)
+    if not isinstance(provider.sampler, RecordUnsampled):
+        provider.sampler = RecordUnsampled(provider.sampler)
+    provider.add_span_processor(processor)
+    _state.tracer = provider.get_tracer(SCOPE)
 
 
 def shutdown() -> None:
     """Flush and stop the exporters (bounded by the processors' own timeouts)."""
     provider, _state.provider, _state.tracer = _state.provider, None, None
+    _state.tail = None
     if provider is not None:
         provider.shutdown()
 

@@ -1,6 +1,7 @@
 """Spans recorded in memory for tracing tests: the `exporter` fixture turns tracing on for
 one test with the SDK's in-memory exporter (registered for every tier by tests/conftest.py),
-and the helpers below find spans and their ids in what it recorded."""
+`tail_exporter` the same at head sampling ratio 0 with tail keeping on, and the helpers
+below find spans and their ids in what it recorded."""
 
 from __future__ import annotations
 
@@ -11,6 +12,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from splitsched.runtime import tracing
+from splitsched.runtime.tailkeep import TailRule
+
+#: `tail_exporter`'s threshold: an attempt slower than this is kept.
+TAIL_SLOWER_THAN = 2.0
 
 
 @pytest.fixture
@@ -18,6 +23,22 @@ def exporter() -> Iterator[InMemorySpanExporter]:
     """Tracing on for this test, spans recorded synchronously; off again afterwards."""
     memory = InMemorySpanExporter()
     assert tracing.setup("test", exporter=memory)
+    try:
+        yield memory
+    finally:
+        tracing.shutdown()
+
+
+@pytest.fixture
+def tail_exporter() -> Iterator[InMemorySpanExporter]:
+    """Tracing on at head sampling ratio 0 (parent-based), keeping tails slower than
+    `TAIL_SLOWER_THAN` seconds, failed, or retried; off again afterwards."""
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    memory = InMemorySpanExporter()
+    sampler = ParentBased(TraceIdRatioBased(0.0))
+    rule = TailRule(slower_than=TAIL_SLOWER_THAN)
+    assert tracing.setup("test", exporter=memory, sampler=sampler, tail=rule)
     try:
         yield memory
     finally:

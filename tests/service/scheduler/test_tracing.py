@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 import time
 
 import grpc
@@ -24,51 +23,13 @@ from services.scheduler.api import SchedulerApi
 from services.scheduler.loops import trace_attempts
 from services.scheduler.state import Decision, Outcome, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
-from splitsched.core import algorithm, models, profiles
-from splitsched.core.cache import SchedulerCache
-from splitsched.core.clock import FakeClock
-from splitsched.core.queue import SchedulingQueue
+from splitsched.core import models
 from splitsched.runtime import grpcsrv, tracing
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 from tests.support.builders import small_node as node
 from tests.support.builders import splitsched_pod as pod
 from tests.support.spans import by_name, one, parent_id, span_id, trace_id
-
-
-def traced_state(start: float = 100.0) -> tuple[SchedulerState, SchedulingTraces, FakeClock]:
-    """A state whose queue runs on a fake clock from `start` (monotonic seconds, as the
-    real one: the spans turn its readings into wall time)."""
-    clock = FakeClock(start)
-    traces = SchedulingTraces(queued_of=lambda uid: state.queue.get(uid))
-    algo = algorithm.FrameworkAlgorithm(
-        cache=SchedulerCache(clock=clock),
-        profiles=profiles.load_profiles(None),
-        rng=random.Random(0),
-        observer=traces,
-    )
-    state = SchedulerState(
-        algo=algo, queue=SchedulingQueue(clock=clock), clock=clock, scheduler_id="s"
-    )
-    state.mark_synced()
-    return state, traces, clock
-
-
-def run_attempt(state: SchedulerState, traces: SchedulingTraces) -> Decision | Unschedulable:
-    traces.begin()
-    out = state.schedule_one()
-    assert out is not None and len(out) == 1
-    outcome = out[0]
-    if isinstance(outcome, Decision):
-        traces.attempt(
-            outcome.pod,
-            result="scheduled",
-            queued=outcome.queued,
-            decision_id=outcome.decision_id,
-            node=outcome.node,
-        )
-    else:
-        traces.attempt(outcome.pod, result="unschedulable", message=outcome.message)
-    return outcome
+from tests.support.traced import run_attempt, traced_state
 
 
 def test_scheduler_attempt_is_one_trace_from_watch_event_to_confirmation(
