@@ -347,15 +347,7 @@ class SchedulingTraces(CycleObserver):
         rule = tracing.tail_rule()
         if rule is None or root.get_span_context().trace_flags.sampled:
             return False
-        if not isinstance(root, ReadableSpan):
-            return False
-        probe = ReadableSpan(
-            name=root.name,
-            attributes=root.attributes,
-            start_time=root.start_time,
-            end_time=time.time_ns(),
-        )
-        return rule.reason(probe) != ""
+        return isinstance(root, ReadableSpan) and rule.reason(root, end_ns=time.time_ns()) != ""
 
     def bind_sent(self, uid: str, decision_id: str, *, accepted: bool, reason: str = "") -> None:
         """The binder answered the BindBatch: `bind_request` ends; a refusal ends the

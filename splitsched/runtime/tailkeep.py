@@ -60,14 +60,16 @@ class TailRule:
             slower = DEFAULT_SLOWER_THAN
         return cls(slower_than=max(slower, 0.0))
 
-    def reason(self, root: ReadableSpan) -> str:
-        """Why the attempt that `root` ends is kept ("" when it is not)."""
+    def reason(self, root: ReadableSpan, *, end_ns: int = 0) -> str:
+        """Why the attempt that `root` ends is kept ("" when it is not); `end_ns` for a
+        root still open (then it cannot have failed yet)."""
         if root.status.status_code is StatusCode.ERROR:
             return "failed"
         attempt = (root.attributes or {}).get("splitsched.attempt", 0)
         if isinstance(attempt, int) and attempt > 1:
             return "retry"
-        return "slow" if self.is_slow(root.start_time or 0, root.end_time or 0) else ""
+        slow = self.is_slow(root.start_time or 0, end_ns or root.end_time or 0)
+        return "slow" if slow else ""
 
     def is_slow(self, start_ns: int, end_ns: int) -> bool:
         return self.slower_than > 0 and end_ns - start_ns > self.slower_than * 1e9
@@ -100,6 +102,32 @@ class RecordUnsampled(Sampler):
         return f"RecordUnsampled{{{self.inner.get_description()}}}"
 
 
+class TraceBuffer:
+    """Ended spans held by trace until their attempt's root (a span named in `roots`)
+    ends; at most `limit` traces at once, the oldest dropped first."""
+
+    def __init__(self, roots: Sequence[str], limit: int = MAX_PENDING) -> None:
+        self.roots = frozenset(roots)
+        self.limit = limit
+        self._held: dict[int, list[ReadableSpan]] = {}
+
+    def add(self, span: ReadableSpan) -> list[ReadableSpan] | None:
+        """Hold `span`; when it is a root, the whole attempt (root last), released."""
+        ctx = span.context
+        if ctx is None:
+            return None
+        held = self._held.get(ctx.trace_id)
+        if held is None:
+            if len(self._held) >= self.limit:
+                self._held.pop(next(iter(self._held)))
+            held = self._held[ctx.trace_id] = []
+        held.append(span)
+        if span.name not in self.roots:
+            return None
+        del self._held[ctx.trace_id]
+        return held
+
+
 class TailKeeper(SpanProcessor):
     """Forwards sampled spans to `processors`; holds the unsampled ones by trace until their
     root span (one named in `roots`) ends, then forwards them (flagged sampled) if `rule`
@@ -109,9 +137,8 @@ class TailKeeper(SpanProcessor):
         self, processors: Sequence[SpanProcessor], *, roots: Sequence[str], rule: TailRule
     ) -> None:
         self.processors = list(processors)
-        self.roots = frozenset(roots)
         self.rule = rule
-        self._pending: dict[int, list[ReadableSpan]] = {}
+        self._buffer = TraceBuffer(roots)
         self.kept = 0
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
@@ -123,17 +150,9 @@ class TailKeeper(SpanProcessor):
         if ctx is None or ctx.trace_flags.sampled:
             self._forward(span)
             return
-        held = self._pending.get(ctx.trace_id)
-        if held is None:
-            if len(self._pending) >= MAX_PENDING:
-                self._pending.pop(next(iter(self._pending)))
-            held = self._pending[ctx.trace_id] = []
-        held.append(span)
-        if span.name not in self.roots:
-            return
-        del self._pending[ctx.trace_id]
-        reason = self.rule.reason(span)
-        if reason:
+        held = self._buffer.add(span)
+        reason = self.rule.reason(span) if held else ""
+        if held and reason:
             self.kept += 1
             for s in held:
                 self._forward(sampled_copy(s, {"splitsched.kept": reason} if s is span else {}))
