@@ -1,5 +1,6 @@
 """`splitsched` verbs that call a running scheduler's gRPC API (`splitsched.cli` registers
-them): `pods [NS/POD]`, `explain NS/POD`, `simulate -f FILE`, `nodes`, `watch`.
+them): `pods [NS/POD]`, `explain NS/POD`, `simulate -f FILE`, `nodes`, `watch`,
+`trace NS/POD`.
 
 Human tables by default (aligned, coloured when stdout is a terminal and NO_COLOR is
 unset; `splitsched.cliformat` draws them), `-o json|yaml` for scripts (`watch -o json`
@@ -365,6 +366,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    ns, name = _split_pod(args.pod)
+    if args.last < 0:
+        raise UsageError(f"--last must be 0 or more, got {args.last}")
+    channel, stub = _stub(args)
+    request = scheduler_pb2.GetPodTraceRequest(namespace=ns, name=name, attempts=args.last)
+    with channel:
+        resp = stub.GetPodTrace(request, timeout=args.timeout)
+    if args.output != "table":
+        print(cliformat.dump(resp, args.output))
+        return EXIT_OK
+    print(f"pod {ns}/{name}: last {len(resp.attempts)} attempt(s), oldest first")
+    for attempt in resp.attempts:
+        print()
+        print(cliformat.trace_tree(attempt))
+    return EXIT_OK
+
+
 # ---- wiring ---------------------------------------------------------------------------------
 
 
@@ -428,6 +447,16 @@ def register(sub: Any) -> None:
     watch_p.add_argument("--count", type=int, default=0, metavar="N", help="stop after N decisions")
     add_client_options(watch_p)
     watch_p.set_defaults(func=cmd_watch)
+
+    trace_p = sub.add_parser(
+        "trace", help="a pod's last attempts as span trees, from the scheduler's memory"
+    )
+    trace_p.add_argument("pod", help="NAMESPACE/NAME (or NAME in default)")
+    trace_p.add_argument(
+        "--last", type=int, default=0, metavar="N", help="only the last N attempts (0: all)"
+    )
+    add_client_options(trace_p)
+    trace_p.set_defaults(func=cmd_trace)
 
 
 # `simulate` is registered by splitsched.cli (it also has an offline mode); its server half

@@ -139,3 +139,69 @@ def verdict_table(verdicts: Iterable[scheduler_pb2.PluginVerdict]) -> str:
         preempt = "yes" if v.resolvable_by_preemption else "no"
         rows.append((v.plugin, str(v.rejected_nodes), preempt, reasons, classes))
     return table(("PLUGIN", "REJECTED", "PREEMPTABLE", "REASONS", "NODE CLASSES"), rows)
+
+
+# ---- a pod's attempts as span trees (`splitsched trace`) ------------------------------------
+#: The span attributes `trace` shows, with their short names.
+TRACE_ATTRIBUTES = (
+    ("splitsched.attempt", "attempt"),
+    ("k8s.node.name", "node"),
+    ("splitsched.feasible_nodes", "feasible"),
+    ("splitsched.nodes", "nodes"),
+    ("splitsched.score", "score"),
+    ("splitsched.gang.result", "gang"),
+    ("splitsched.confirmed_by", "by"),
+    ("splitsched.binder.id", "binder"),
+)
+
+
+def _tree_order(spans: Sequence[scheduler_pb2.TraceSpan]) -> list[tuple[int, Any]]:
+    """(depth, span) depth first, children by start time; a span whose parent is not in
+    the attempt (the root's is the watcher's) is at depth 0."""
+    ids = {s.span_id for s in spans}
+    children: dict[str, list[Any]] = {}
+    for s in spans:
+        children.setdefault(s.parent_span_id if s.parent_span_id in ids else "", []).append(s)
+    out: list[tuple[int, Any]] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for s in sorted(children.get(parent, []), key=lambda s: s.start.ToNanoseconds()):
+            out.append((depth, s))
+            walk(s.span_id, depth + 1)
+
+    walk("", 0)
+    return out
+
+
+def trace_tree(attempt: scheduler_pb2.TraceAttempt) -> str:
+    """One attempt: a header line, then its spans as an indented tree with their start
+    (ms after the root's) and duration, ERROR and its message, and a few attributes."""
+    ordered = _tree_order(attempt.spans)
+    if not ordered:
+        return f"trace {attempt.trace_id}: no spans"
+    origin = ordered[0][1].start.ToNanoseconds()
+    rows = []
+    for depth, s in ordered:
+        attrs = [f"{short}={s.attributes[key]}" for key, short in TRACE_ATTRIBUTES
+                 if key in s.attributes]  # fmt: skip
+        status = f"ERROR {s.status_message}".strip() if s.error else ""
+        rows.append(
+            (
+                "  " * depth + s.name,
+                f"{(s.start.ToNanoseconds() - origin) / 1e6:.2f}",
+                f"{s.duration_ns / 1e6:.2f}",
+                " ".join(filter(None, [" ".join(attrs), status])) or "-",
+            )
+        )
+    root = ordered[0][1]
+    exported = attempt.exported or "no"
+    header = (
+        f"trace {attempt.trace_id}  started {when(root.start)}  "
+        f"{root.duration_ns / 1e6:.2f} ms  exported: {exported}"
+    )
+    body = table(
+        ("SPAN", "START MS", "DUR MS", "DETAILS"),
+        rows,
+        colours={"DETAILS": lambda c: RED if "ERROR" in c else ""},
+    )
+    return f"{header}\n{body}"

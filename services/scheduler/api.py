@@ -28,6 +28,7 @@ import grpc
 
 from services.scheduler import api_input, api_views
 from services.scheduler.api_input import InvalidRequest, page_after, page_size, page_token
+from services.scheduler.attempts import AttemptStore
 from services.scheduler.state import DecisionEvent, Phase, PodRecord, SchedulerState
 from splitsched import wire_storage
 from splitsched.core import models
@@ -58,8 +59,11 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
         state: SchedulerState,
         on_change: Callable[[], None],
         trace_id_of: Callable[[str, str], str] | None = None,
+        attempts: AttemptStore | None = None,
     ) -> None:
         self.state = state
+        #: The pods' last attempts as span trees (GetPodTrace); None: none kept.
+        self.attempts = attempts
         self.on_change = on_change
         #: (pod uid, decision id) -> the scheduling attempt's trace id; None: tracing off.
         self.trace_id_of = trace_id_of
@@ -184,6 +188,22 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
     ) -> scheduler_pb2.PodStatus:
         rec = await self._find(request.namespace, request.name, context)
         return self._status(rec, self._wall_offset())
+
+    async def GetPodTrace(
+        self, request: scheduler_pb2.GetPodTraceRequest, context: Any
+    ) -> scheduler_pb2.PodTrace:
+        ns, name = request.namespace, request.name
+        if not ns or not name:
+            await _fail(context, grpc.StatusCode.INVALID_ARGUMENT, "namespace, name: required")
+        attempts = self.attempts.attempts(ns, name) if self.attempts is not None else []
+        if not attempts:
+            why = "no finished attempt of it is remembered"
+            if self.attempts is None:
+                why = "no attempts are kept (tracing is off and no --trace-store-pods)"
+            await _fail(context, grpc.StatusCode.NOT_FOUND, f"pod {ns}/{name}: {why}")
+        if request.attempts:
+            attempts = attempts[-request.attempts :]
+        return api_views.pod_trace(ns, name, attempts)
 
     async def ListPods(
         self, request: scheduler_pb2.ListPodsRequest, context: Any

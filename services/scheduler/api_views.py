@@ -8,10 +8,11 @@ meanings are in `proto/splitsched/v1/scheduler.proto`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from services.scheduler.attempt_records import StoredAttempt
 from services.scheduler.state import DecisionEvent, EventKind, Phase, PodRecord
 from splitsched import wire
 from splitsched.core import models, results, whatif
@@ -229,4 +230,29 @@ def decision_message(event: DecisionEvent, *, trace_id: str, wall: float) -> sch
     )
     msg.trace_id = trace_id
     wire.timestamp_from_float(event.at + wall, msg.at)
+    return msg
+
+
+# ---- a pod's last attempts (GetPodTrace) ----------------------------------------------------
+def pod_trace(
+    namespace: str, name: str, attempts: Sequence[StoredAttempt]
+) -> scheduler_pb2.PodTrace:
+    """The attempts `services.scheduler.attempts` remembers of one pod, oldest first."""
+    msg = scheduler_pb2.PodTrace()
+    msg.pod.namespace, msg.pod.name = namespace, name
+    for attempt in attempts:
+        out = msg.attempts.add(trace_id=attempt.trace_id, exported=attempt.exported)
+        for span in attempt.spans:
+            s = out.spans.add(
+                name=span.name,
+                span_id=span.span_id,
+                parent_span_id=span.parent_span_id,
+                duration_ns=max(span.end_ns - span.start_ns, 0),
+                error=span.error,
+                status_message=span.status_message,
+            )
+            s.start.FromNanoseconds(span.start_ns)
+            s.attributes.update(dict(span.attributes))
+            if span.name == "schedule_pod" and "k8s.pod.uid" in s.attributes:
+                msg.pod.uid = s.attributes["k8s.pod.uid"]
     return msg

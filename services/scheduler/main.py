@@ -30,12 +30,13 @@ from pathlib import Path
 
 from services.scheduler import leader
 from services.scheduler.api import SchedulerApi
+from services.scheduler.attempts import AttemptStore
 from services.scheduler.dispatch import BinderDispatch
 from services.scheduler.ingest import WatchIngest
 from services.scheduler.leadership import Leadership
 from services.scheduler.loops import SchedulingLoop
 from services.scheduler.metrics import SchedulerMetrics
-from services.scheduler.settings import SchedulerSettings
+from services.scheduler.settings import TRACE_STORE_PODS, SchedulerSettings
 from services.scheduler.state import DecisionEvent, Listener, SchedulerState
 from services.scheduler.traces import SchedulingTraces
 from splitsched.core import algorithm, profiles
@@ -56,8 +57,12 @@ class SchedulerService:
     and the jobs around it (the watch, the loops, the binders, the Lease and the API),
     built in `open` because their channels and clients bind to the event loop."""
 
-    def __init__(self, settings: SchedulerSettings) -> None:
+    def __init__(
+        self, settings: SchedulerSettings, *, attempt_store: AttemptStore | None = None
+    ) -> None:
         self.settings = settings
+        #: The pods' last attempts for GetPodTrace (None: not kept; `serve` makes one).
+        self.attempt_store = attempt_store
         text = Path(settings.profiles).read_text(encoding="utf-8") if settings.profiles else ""
         config = profiles.load_yaml(text)
         for note in config.notes:
@@ -142,6 +147,7 @@ class SchedulerService:
             state=self.state,
             on_change=self.poke,
             trace_id_of=self.traces.trace_id if self.traces is not None else None,
+            attempts=self.attempt_store,
         )
         return service.Exposed(
             servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, api)],
@@ -278,8 +284,18 @@ def _trace_outcomes(traces: SchedulingTraces) -> Listener:
 
 async def serve(settings: SchedulerSettings) -> int:
     """Run the scheduler until SIGTERM/SIGINT or a lost Lease; returns the exit code.
-    Built inside the running loop, after tracing is set up (`SchedulingTraces` needs it)."""
-    return await service.serve(SchedulerService(settings), settings.common)
+    Built inside the running loop, after tracing is set up (`SchedulingTraces` needs it).
+    Here, not in `SchedulerService`, the process's tracing also feeds the store of recent
+    attempts (in-process tests build services without touching the process's tracing)."""
+    pods = settings.trace_store_pods
+    if pods is None:  # free with tracing on (the spans are built anyway), not with it off
+        pods = TRACE_STORE_PODS if tracing.enabled() else 0
+    store = None
+    if pods > 0:
+        store = AttemptStore(pods=pods)
+        tracing.record_locally(store)
+    svc = SchedulerService(settings, attempt_store=store)
+    return await service.serve(svc, settings.common)
 
 
 def _volume_bind_timeout(settings: SchedulerSettings, config: profiles.SchedulerConfig) -> float:

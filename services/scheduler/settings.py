@@ -31,6 +31,8 @@ SERVICE = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"]
 RESTRICTED_RPCS = ("ReportBindingOutcome", "Simulate")
 #: Seconds a leader waits before its first decision when ``--settle-seconds`` is not given.
 LEADER_SETTLE_SECONDS = 3.0
+#: Pods whose last attempts GetPodTrace can show, by default with tracing on.
+TRACE_STORE_PODS = 2000
 #: kube-scheduler's default VolumeBindingArgs.bindTimeoutSeconds.
 VOLUME_BIND_TIMEOUT = 600.0
 
@@ -71,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="after the view is synced and this replica leads, wait this long before the "
         "first decision so binders' in-flight decisions are adopted first (default: 3 with "
         "--leader-elect, else 0)",
+    )
+    p.add_argument(
+        "--trace-store-pods",
+        type=int,
+        default=None,
+        help="remember the last attempts of this many pods as span trees, for the API's "
+        "GetPodTrace (`splitsched trace POD`), also with tracing off (spans are then built "
+        f"for it alone); 0: none (default: {TRACE_STORE_PODS} with tracing on, 0 with it off)",
     )
     _add_leader_election_flags(p)
     security.add_flags(p, restricted=RESTRICTED_RPCS)
@@ -147,6 +157,9 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
     retry_period: float
     #: Whether a synced standby reports /readyz ok too.
     standby_ready: bool
+    #: Pods whose last attempts the scheduler remembers for GetPodTrace (0: none; None:
+    #: TRACE_STORE_PODS with tracing on, none with it off).
+    trace_store_pods: int | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Self:
@@ -157,6 +170,8 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
             raise ConfigError(
                 f"--volume-bind-timeout must be positive, got {args.volume_bind_timeout:g}"
             )
+        if args.trace_store_pods is not None and args.trace_store_pods < 0:
+            raise ConfigError(f"--trace-store-pods must be 0 or more, got {args.trace_store_pods}")
         settle = args.settle_seconds
         if settle is None:
             settle = LEADER_SETTLE_SECONDS if args.leader_elect else 0.0
@@ -177,6 +192,7 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
             renew_deadline=args.renew_deadline,
             retry_period=args.retry_period,
             standby_ready=bool(args.standby_ready),
+            trace_store_pods=args.trace_store_pods,
         )
 
 

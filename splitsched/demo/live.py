@@ -113,6 +113,8 @@ def _start_services(api: client.ApiClient, *, tls: bool) -> stack.Stack:
         binders=2,
         tls=tls,
         scheduler_port=SCHEDULER_PORT,
+        # `splitsched trace POD` with tracing off too (docs/api.md's examples).
+        scheduler_args=["--trace-store-pods", "2000"],
     )
     print("starting watcher, scheduler and 2 binders...", flush=True)
     running.start(timeout=90)

@@ -1190,3 +1190,163 @@ class Decision(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Decision: _TypeAlias = Decision  # noqa: Y015
+
+@_typing.final
+class GetPodTraceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    """required"""
+    name: _builtins.str
+    """required"""
+    attempts: _builtins.int
+    """at most this many (the newest); 0 = every one remembered"""
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        attempts: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "name", b"name", "namespace", b"namespace"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetPodTraceRequest: _TypeAlias = GetPodTraceRequest  # noqa: Y015
+
+@_typing.final
+class TraceSpan(_message.Message):
+    """One span of an attempt, as the tracing backend would show it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AttributesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SPAN_ID_FIELD_NUMBER: _builtins.int
+    PARENT_SPAN_ID_FIELD_NUMBER: _builtins.int
+    START_FIELD_NUMBER: _builtins.int
+    DURATION_NS_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    STATUS_MESSAGE_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """schedule_pod, queue_wait, filter, score, assume, ..."""
+    span_id: _builtins.str
+    """hex"""
+    parent_span_id: _builtins.str
+    """hex; empty for the attempt's root (`schedule_pod`)"""
+    duration_ns: _builtins.int
+    error: _builtins.bool
+    """the span's status is ERROR"""
+    status_message: _builtins.str
+    """the error's description, e.g. "0/3 nodes are available: ..." """
+    @_builtins.property
+    def start(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def attributes(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """the span's attributes, as text"""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        span_id: _builtins.str = ...,
+        parent_span_id: _builtins.str = ...,
+        start: _timestamp_pb2.Timestamp | None = ...,
+        duration_ns: _builtins.int = ...,
+        error: _builtins.bool = ...,
+        status_message: _builtins.str = ...,
+        attributes: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["start", b"start"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attributes", b"attributes", "duration_ns", b"duration_ns", "error", b"error", "name", b"name", "parent_span_id", b"parent_span_id", "span_id", b"span_id", "start", b"start", "status_message", b"status_message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TraceSpan: _TypeAlias = TraceSpan  # noqa: Y015
+
+@_typing.final
+class TraceAttempt(_message.Message):
+    """One scheduling attempt of a pod."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRACE_ID_FIELD_NUMBER: _builtins.int
+    EXPORTED_FIELD_NUMBER: _builtins.int
+    SPANS_FIELD_NUMBER: _builtins.int
+    trace_id: _builtins.str
+    """hex, the id a tracing backend knows it by (if exported)"""
+    exported: _builtins.str
+    """Whether this attempt was exported to the tracing backend, and why: "sampled" (the
+    head sampler), "failed", "retry" or "slow" (tail keeping, docs/observability.md), or
+    empty (not exported, or tracing off).
+    """
+    @_builtins.property
+    def spans(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceSpan]:
+        """the root first, then its children by start time"""
+
+    def __init__(
+        self,
+        *,
+        trace_id: _builtins.str = ...,
+        exported: _builtins.str = ...,
+        spans: _abc.Iterable[Global___TraceSpan] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exported", b"exported", "spans", b"spans", "trace_id", b"trace_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TraceAttempt: _TypeAlias = TraceAttempt  # noqa: Y015
+
+@_typing.final
+class PodTrace(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    POD_FIELD_NUMBER: _builtins.int
+    ATTEMPTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def pod(self) -> _types_pb2.PodRef: ...
+    @_builtins.property
+    def attempts(self) -> _containers.RepeatedCompositeFieldContainer[Global___TraceAttempt]:
+        """oldest first"""
+
+    def __init__(
+        self,
+        *,
+        pod: _types_pb2.PodRef | None = ...,
+        attempts: _abc.Iterable[Global___TraceAttempt] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "pod", b"pod"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodTrace: _TypeAlias = PodTrace  # noqa: Y015

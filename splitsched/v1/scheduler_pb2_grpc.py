@@ -69,6 +69,11 @@ class SchedulerStub(object):
                 request_serializer=splitsched_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
                 response_deserializer=splitsched_dot_v1_dot_scheduler__pb2.Decision.FromString,
                 _registered_method=True)
+        self.GetPodTrace = channel.unary_unary(
+                '/splitsched.v1.Scheduler/GetPodTrace',
+                request_serializer=splitsched_dot_v1_dot_scheduler__pb2.GetPodTraceRequest.SerializeToString,
+                response_deserializer=splitsched_dot_v1_dot_scheduler__pb2.PodTrace.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer(object):
@@ -150,6 +155,21 @@ class SchedulerServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetPodTrace(self, request, context):
+        """A pod's last finished scheduling attempts, each as its span tree with timings, from
+        the scheduler's own memory: no tracing backend is needed, and it works with tracing
+        off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+        the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+        Only the scheduler's spans: the binder's are in its own process (and in the
+        tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+        has ended: an unschedulable one at once, a decided one when its binding is
+        confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+        when no finished attempt of that pod is remembered.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +207,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.WatchDecisions,
                     request_deserializer=splitsched_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.FromString,
                     response_serializer=splitsched_dot_v1_dot_scheduler__pb2.Decision.SerializeToString,
+            ),
+            'GetPodTrace': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPodTrace,
+                    request_deserializer=splitsched_dot_v1_dot_scheduler__pb2.GetPodTraceRequest.FromString,
+                    response_serializer=splitsched_dot_v1_dot_scheduler__pb2.PodTrace.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -378,6 +403,33 @@ class Scheduler(object):
             '/splitsched.v1.Scheduler/WatchDecisions',
             splitsched_dot_v1_dot_scheduler__pb2.WatchDecisionsRequest.SerializeToString,
             splitsched_dot_v1_dot_scheduler__pb2.Decision.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPodTrace(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/splitsched.v1.Scheduler/GetPodTrace',
+            splitsched_dot_v1_dot_scheduler__pb2.GetPodTraceRequest.SerializeToString,
+            splitsched_dot_v1_dot_scheduler__pb2.PodTrace.FromString,
             options,
             channel_credentials,
             insecure,

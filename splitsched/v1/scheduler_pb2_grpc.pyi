@@ -96,6 +96,17 @@ class SchedulerStub:
     (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
     more than 10000 decisions behind loses the oldest ones.
     """
+    GetPodTrace: _grpc.UnaryUnaryMultiCallable[_scheduler_pb2.GetPodTraceRequest, _scheduler_pb2.PodTrace]
+    """A pod's last finished scheduling attempts, each as its span tree with timings, from
+    the scheduler's own memory: no tracing backend is needed, and it works with tracing
+    off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+    the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+    Only the scheduler's spans: the binder's are in its own process (and in the
+    tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+    has ended: an unschedulable one at once, a decided one when its binding is
+    confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+    when no finished attempt of that pod is remembered.
+    """
 
 @_typing.type_check_only
 class SchedulerAsyncStub(SchedulerStub):
@@ -147,6 +158,17 @@ class SchedulerAsyncStub(SchedulerStub):
     namespace, optionally starting with the most recent ones the scheduler remembers
     (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
     more than 10000 decisions behind loses the oldest ones.
+    """
+    GetPodTrace: _aio.UnaryUnaryMultiCallable[_scheduler_pb2.GetPodTraceRequest, _scheduler_pb2.PodTrace]  # type: ignore[assignment]
+    """A pod's last finished scheduling attempts, each as its span tree with timings, from
+    the scheduler's own memory: no tracing backend is needed, and it works with tracing
+    off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+    the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+    Only the scheduler's spans: the binder's are in its own process (and in the
+    tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+    has ended: an unschedulable one at once, a decided one when its binding is
+    confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+    when no finished attempt of that pod is remembered.
     """
 
 class SchedulerServicer(metaclass=_abc_1.ABCMeta):
@@ -238,6 +260,23 @@ class SchedulerServicer(metaclass=_abc_1.ABCMeta):
         namespace, optionally starting with the most recent ones the scheduler remembers
         (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
         more than 10000 decisions behind loses the oldest ones.
+        """
+
+    @_abc_1.abstractmethod
+    def GetPodTrace(
+        self,
+        request: _scheduler_pb2.GetPodTraceRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_scheduler_pb2.PodTrace, _abc.Awaitable[_scheduler_pb2.PodTrace]]:
+        """A pod's last finished scheduling attempts, each as its span tree with timings, from
+        the scheduler's own memory: no tracing backend is needed, and it works with tracing
+        off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+        the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+        Only the scheduler's spans: the binder's are in its own process (and in the
+        tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+        has ended: an unschedulable one at once, a decided one when its binding is
+        confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+        when no finished attempt of that pod is remembered.
         """
 
 def add_SchedulerServicer_to_server(servicer: SchedulerServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

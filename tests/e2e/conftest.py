@@ -66,7 +66,8 @@ def running_stack(
         watcher_kubeconfig=configs["watcher"],
         binder_kubeconfig=configs["binder"],
         binders=3,
-        scheduler_args=["--bind-timeout", "20"],
+        # A store of recent attempts with tracing off: `splitsched trace` (test_cli.py).
+        scheduler_args=["--bind-timeout", "20", "--trace-store-pods", "1000"],
     )
     running.start(timeout=90)
     try:

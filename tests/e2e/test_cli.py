@@ -1,5 +1,5 @@
 """The `splitsched` CLI against the three services on the real control plane: every verb
-(`pods`, `explain`, `simulate -f`, `nodes`, `watch`) run as a subprocess, its output
+(`pods`, `explain`, `simulate -f`, `nodes`, `watch`, `trace`) run as a subprocess, its output
 (aligned tables, colour only on a terminal, json, yaml) and its exit codes (0 ok,
 1 negative answer, 2 bad input, 3 unreachable, 4 not found).
 
@@ -292,3 +292,34 @@ def test_tables_are_coloured_only_on_a_terminal(server: Server, settled: str) ->
     assert ANSI not in run_on_terminal(server, "pods", "-n", settled, env={"NO_COLOR": "1"})
     piped = cli(server, "pods", "-n", settled)
     assert ANSI not in piped.stdout and "BOUND" in piped.stdout
+
+
+def test_trace_shows_a_pods_last_attempts_from_the_schedulers_memory(
+    server: Server, settled: str
+) -> None:
+    ns = settled
+    out = cli(server, "trace", f"{ns}/unfit")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"pod {ns}/unfit: last ") and "oldest first" in lines[0]
+    assert any(line.startswith("trace ") and "exported: no" in line for line in lines)
+    spans = [line.split()[0] for line in lines if line.strip()]
+    assert "schedule_pod" in spans and "queue_wait" in spans and "filter" in spans
+    root = next(line for line in lines if line.startswith("schedule_pod "))
+    assert "ERROR 0/" in root and "Insufficient cpu" in root
+    assert any(line.startswith("  filter ") for line in lines)  # a child, indented
+    # A bound pod's attempt ends with the watch's confirmation, which may follow the
+    # binder's report (BOUND) by a moment; -o json gives the spans.
+    kube.wait_for(
+        lambda: cli(server, "trace", f"{ns}/fit-0").returncode == 0,
+        timeout=30,
+        message="fit-0's attempt confirmed",
+    )
+    out = cli(server, "trace", f"{ns}/fit-0", "-o", "json", "--last", "1")
+    assert out.returncode == 0, out.stderr
+    (attempt,) = json.loads(out.stdout)["attempts"]
+    names = [s["name"] for s in attempt["spans"]]
+    assert names[0] == "schedule_pod" and {"bind_request", "confirm"} <= set(names)
+    assert attempt["spans"][0]["error"] is False
+    out = cli(server, "trace", f"{ns}/ghost")
+    assert out.returncode == 4 and f"{ns}/ghost" in out.stderr

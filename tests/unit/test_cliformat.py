@@ -87,3 +87,45 @@ def test_verdict_table_shows_three_node_classes_and_counts_the_rest(
     _, row = cliformat.verdict_table([verdict]).splitlines()
     assert row.split()[:3] == ["NodeResourcesFit", "5", "yes"]
     assert row.endswith("5 Insufficient cpu  c0 (1), c1 (1), c2 (1), +2 more")
+
+
+def trace_span(
+    name: str, span_id: str, parent: str, start_ms: float, dur_ms: float, **attrs: str
+) -> scheduler_pb2.TraceSpan:
+    span = scheduler_pb2.TraceSpan(
+        name=name, span_id=span_id, parent_span_id=parent, duration_ns=int(dur_ms * 1e6)
+    )
+    span.start.FromNanoseconds(1_700_000_000_000_000_000 + int(start_ms * 1e6))
+    span.attributes.update(attrs)
+    return span
+
+
+def test_trace_tree_indents_children_under_their_parent_in_start_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cliformat, "colour_enabled", lambda: False)
+    root = trace_span("schedule_pod", "r", "watch", 0, 12.5, **{"splitsched.attempt": "2"})
+    root.error, root.status_message = True, "0/3 nodes are available: 3 Insufficient cpu."
+    filt = trace_span("filter", "f", "r", 1.25, 0.5, **{"splitsched.feasible_nodes": "0"})
+    attempt = scheduler_pb2.TraceAttempt(trace_id="ab" * 16, exported="failed")
+    # Given out of order: the tree follows parents and start times, not the list.
+    attempt.spans.extend([filt, trace_span("queue_wait", "q", "r", 0, 1.25), root])
+    lines = cliformat.trace_tree(attempt).splitlines()
+    assert lines[0].startswith(f"trace {'ab' * 16}  started ")
+    assert lines[0].endswith("12.50 ms  exported: failed")
+    assert [line.split()[0] for line in lines[1:]] == [
+        "SPAN",
+        "schedule_pod",
+        "queue_wait",
+        "filter",
+    ]
+    assert lines[2].startswith("schedule_pod ") and lines[3].startswith("  queue_wait ")
+    assert lines[2].split()[1:4] == ["0.00", "12.50", "attempt=2"]
+    assert lines[2].endswith("ERROR 0/3 nodes are available: 3 Insufficient cpu.")
+    assert lines[4].split()[1:] == ["1.25", "0.50", "feasible=0"]
+    assert lines[3].split()[1:] == ["0.00", "1.25", "-"]
+
+
+def test_trace_tree_of_an_attempt_without_spans() -> None:
+    attempt = scheduler_pb2.TraceAttempt(trace_id="cd" * 16)
+    assert cliformat.trace_tree(attempt) == f"trace {'cd' * 16}: no spans"

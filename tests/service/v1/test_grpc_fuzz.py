@@ -357,6 +357,7 @@ def bases(env: Env) -> dict[str, _message.Message]:
         "Scheduler.Simulate": scheduler_pb2.SimulateRequest(pods=[sim_pod], top_nodes=3),
         "Scheduler.ListNodes": scheduler_pb2.ListNodesRequest(page_size=1, include_pods=True),
         "Scheduler.WatchDecisions": scheduler_pb2.WatchDecisionsRequest(replay=10),
+        "Scheduler.GetPodTrace": scheduler_pb2.GetPodTraceRequest(namespace="ns", name="web"),
         "Binder.Bind": bind,
         "Binder.BindBatch": binder_pb2.BindBatchRequest(requests=[bind]),
         "Binder.ReportUnschedulable": binder_pb2.UnschedulableReport(

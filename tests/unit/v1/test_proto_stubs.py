@@ -46,6 +46,7 @@ def test_contract_has_the_promised_services() -> None:
         "Simulate",
         "ListNodes",
         "WatchDecisions",
+        "GetPodTrace",
     }
 
 

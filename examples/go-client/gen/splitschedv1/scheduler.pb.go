@@ -2002,6 +2002,283 @@ func (x *Decision) GetBinderId() string {
 	return ""
 }
 
+type GetPodTraceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"` // required
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`           // required
+	Attempts      uint32                 `protobuf:"varint,3,opt,name=attempts,proto3" json:"attempts,omitempty"`  // at most this many (the newest); 0 = every one remembered
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPodTraceRequest) Reset() {
+	*x = GetPodTraceRequest{}
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodTraceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodTraceRequest) ProtoMessage() {}
+
+func (x *GetPodTraceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodTraceRequest.ProtoReflect.Descriptor instead.
+func (*GetPodTraceRequest) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_scheduler_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetPodTraceRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *GetPodTraceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetPodTraceRequest) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// One span of an attempt, as the tracing backend would show it.
+type TraceSpan struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`                                       // schedule_pod, queue_wait, filter, score, assume, ...
+	SpanId        string                 `protobuf:"bytes,2,opt,name=span_id,json=spanId,proto3" json:"span_id,omitempty"`                     // hex
+	ParentSpanId  string                 `protobuf:"bytes,3,opt,name=parent_span_id,json=parentSpanId,proto3" json:"parent_span_id,omitempty"` // hex; empty for the attempt's root (`schedule_pod`)
+	Start         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start,proto3" json:"start,omitempty"`
+	DurationNs    int64                  `protobuf:"varint,5,opt,name=duration_ns,json=durationNs,proto3" json:"duration_ns,omitempty"`
+	Error         bool                   `protobuf:"varint,6,opt,name=error,proto3" json:"error,omitempty"`                                                                                    // the span's status is ERROR
+	StatusMessage string                 `protobuf:"bytes,7,opt,name=status_message,json=statusMessage,proto3" json:"status_message,omitempty"`                                                // the error's description, e.g. "0/3 nodes are available: ..."
+	Attributes    map[string]string      `protobuf:"bytes,8,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the span's attributes, as text
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceSpan) Reset() {
+	*x = TraceSpan{}
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceSpan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceSpan) ProtoMessage() {}
+
+func (x *TraceSpan) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceSpan.ProtoReflect.Descriptor instead.
+func (*TraceSpan) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_scheduler_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TraceSpan) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TraceSpan) GetSpanId() string {
+	if x != nil {
+		return x.SpanId
+	}
+	return ""
+}
+
+func (x *TraceSpan) GetParentSpanId() string {
+	if x != nil {
+		return x.ParentSpanId
+	}
+	return ""
+}
+
+func (x *TraceSpan) GetStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *TraceSpan) GetDurationNs() int64 {
+	if x != nil {
+		return x.DurationNs
+	}
+	return 0
+}
+
+func (x *TraceSpan) GetError() bool {
+	if x != nil {
+		return x.Error
+	}
+	return false
+}
+
+func (x *TraceSpan) GetStatusMessage() string {
+	if x != nil {
+		return x.StatusMessage
+	}
+	return ""
+}
+
+func (x *TraceSpan) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+// One scheduling attempt of a pod.
+type TraceAttempt struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TraceId string                 `protobuf:"bytes,1,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"` // hex, the id a tracing backend knows it by (if exported)
+	// Whether this attempt was exported to the tracing backend, and why: "sampled" (the
+	// head sampler), "failed", "retry" or "slow" (tail keeping, docs/observability.md), or
+	// empty (not exported, or tracing off).
+	Exported      string       `protobuf:"bytes,2,opt,name=exported,proto3" json:"exported,omitempty"`
+	Spans         []*TraceSpan `protobuf:"bytes,3,rep,name=spans,proto3" json:"spans,omitempty"` // the root first, then its children by start time
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TraceAttempt) Reset() {
+	*x = TraceAttempt{}
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TraceAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TraceAttempt) ProtoMessage() {}
+
+func (x *TraceAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TraceAttempt.ProtoReflect.Descriptor instead.
+func (*TraceAttempt) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_scheduler_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *TraceAttempt) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *TraceAttempt) GetExported() string {
+	if x != nil {
+		return x.Exported
+	}
+	return ""
+}
+
+func (x *TraceAttempt) GetSpans() []*TraceSpan {
+	if x != nil {
+		return x.Spans
+	}
+	return nil
+}
+
+type PodTrace struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pod           *PodRef                `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	Attempts      []*TraceAttempt        `protobuf:"bytes,2,rep,name=attempts,proto3" json:"attempts,omitempty"` // oldest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodTrace) Reset() {
+	*x = PodTrace{}
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodTrace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodTrace) ProtoMessage() {}
+
+func (x *PodTrace) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_scheduler_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodTrace.ProtoReflect.Descriptor instead.
+func (*PodTrace) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_scheduler_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *PodTrace) GetPod() *PodRef {
+	if x != nil {
+		return x.Pod
+	}
+	return nil
+}
+
+func (x *PodTrace) GetAttempts() []*TraceAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
 var File_splitsched_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_splitsched_v1_scheduler_proto_rawDesc = "" +
@@ -2196,7 +2473,33 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\x05BOUND\x10\x04\x12\x0f\n" +
 	"\vBIND_FAILED\x10\x05\x12\f\n" +
 	"\bCONFLICT\x10\x06\x12\f\n" +
-	"\bPOD_GONE\x10\a*e\n" +
+	"\bPOD_GONE\x10\a\"b\n" +
+	"\x12GetPodTraceRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\battempts\x18\x03 \x01(\rR\battempts\"\xf7\x02\n" +
+	"\tTraceSpan\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x17\n" +
+	"\aspan_id\x18\x02 \x01(\tR\x06spanId\x12$\n" +
+	"\x0eparent_span_id\x18\x03 \x01(\tR\fparentSpanId\x120\n" +
+	"\x05start\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05start\x12\x1f\n" +
+	"\vduration_ns\x18\x05 \x01(\x03R\n" +
+	"durationNs\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\bR\x05error\x12%\n" +
+	"\x0estatus_message\x18\a \x01(\tR\rstatusMessage\x12H\n" +
+	"\n" +
+	"attributes\x18\b \x03(\v2(.splitsched.v1.TraceSpan.AttributesEntryR\n" +
+	"attributes\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"u\n" +
+	"\fTraceAttempt\x12\x19\n" +
+	"\btrace_id\x18\x01 \x01(\tR\atraceId\x12\x1a\n" +
+	"\bexported\x18\x02 \x01(\tR\bexported\x12.\n" +
+	"\x05spans\x18\x03 \x03(\v2\x18.splitsched.v1.TraceSpanR\x05spans\"l\n" +
+	"\bPodTrace\x12'\n" +
+	"\x03pod\x18\x01 \x01(\v2\x15.splitsched.v1.PodRefR\x03pod\x127\n" +
+	"\battempts\x18\x02 \x03(\v2\x1b.splitsched.v1.TraceAttemptR\battempts*e\n" +
 	"\bPodState\x12\x19\n" +
 	"\x15POD_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aWAITING\x10\x01\x12\x0e\n" +
@@ -2204,7 +2507,7 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"PREEMPTING\x10\x02\x12\v\n" +
 	"\aBINDING\x10\x03\x12\t\n" +
 	"\x05BOUND\x10\x04\x12\t\n" +
-	"\x05GATED\x10\x052\xc5\x04\n" +
+	"\x05GATED\x10\x052\x90\x05\n" +
 	"\tScheduler\x12o\n" +
 	"\x14ReportBindingOutcome\x12*.splitsched.v1.ReportBindingOutcomeRequest\x1a+.splitsched.v1.ReportBindingOutcomeResponse\x12@\n" +
 	"\x06GetPod\x12\x1c.splitsched.v1.GetPodRequest\x1a\x18.splitsched.v1.PodStatus\x12K\n" +
@@ -2212,7 +2515,8 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\aExplain\x12\x1d.splitsched.v1.ExplainRequest\x1a\x1e.splitsched.v1.ExplainResponse\x12K\n" +
 	"\bSimulate\x12\x1e.splitsched.v1.SimulateRequest\x1a\x1f.splitsched.v1.SimulateResponse\x12N\n" +
 	"\tListNodes\x12\x1f.splitsched.v1.ListNodesRequest\x1a .splitsched.v1.ListNodesResponse\x12Q\n" +
-	"\x0eWatchDecisions\x12$.splitsched.v1.WatchDecisionsRequest\x1a\x17.splitsched.v1.Decision0\x01BDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
+	"\x0eWatchDecisions\x12$.splitsched.v1.WatchDecisionsRequest\x1a\x17.splitsched.v1.Decision0\x01\x12I\n" +
+	"\vGetPodTrace\x12!.splitsched.v1.GetPodTraceRequest\x1a\x17.splitsched.v1.PodTraceBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
 
 var (
 	file_splitsched_v1_scheduler_proto_rawDescOnce sync.Once
@@ -2227,7 +2531,7 @@ func file_splitsched_v1_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_splitsched_v1_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_splitsched_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_splitsched_v1_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_splitsched_v1_scheduler_proto_goTypes = []any{
 	(PodState)(0),                        // 0: splitsched.v1.PodState
 	(BindingOutcome_Result)(0),           // 1: splitsched.v1.BindingOutcome.Result
@@ -2255,76 +2559,88 @@ var file_splitsched_v1_scheduler_proto_goTypes = []any{
 	(*ListNodesResponse)(nil),            // 23: splitsched.v1.ListNodesResponse
 	(*WatchDecisionsRequest)(nil),        // 24: splitsched.v1.WatchDecisionsRequest
 	(*Decision)(nil),                     // 25: splitsched.v1.Decision
-	nil,                                  // 26: splitsched.v1.BindingOutcome.TraceContextEntry
-	nil,                                  // 27: splitsched.v1.NodeScore.PluginScoresEntry
-	nil,                                  // 28: splitsched.v1.NodeView.AllocatableEntry
-	nil,                                  // 29: splitsched.v1.NodeView.RequestedEntry
-	nil,                                  // 30: splitsched.v1.NodeView.FreeEntry
-	nil,                                  // 31: splitsched.v1.NodeView.LabelsEntry
-	(*PodRef)(nil),                       // 32: splitsched.v1.PodRef
-	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
-	(*VolumeBinding)(nil),                // 34: splitsched.v1.VolumeBinding
-	(*Pod)(nil),                          // 35: splitsched.v1.Pod
-	(*Taint)(nil),                        // 36: splitsched.v1.Taint
+	(*GetPodTraceRequest)(nil),           // 26: splitsched.v1.GetPodTraceRequest
+	(*TraceSpan)(nil),                    // 27: splitsched.v1.TraceSpan
+	(*TraceAttempt)(nil),                 // 28: splitsched.v1.TraceAttempt
+	(*PodTrace)(nil),                     // 29: splitsched.v1.PodTrace
+	nil,                                  // 30: splitsched.v1.BindingOutcome.TraceContextEntry
+	nil,                                  // 31: splitsched.v1.NodeScore.PluginScoresEntry
+	nil,                                  // 32: splitsched.v1.NodeView.AllocatableEntry
+	nil,                                  // 33: splitsched.v1.NodeView.RequestedEntry
+	nil,                                  // 34: splitsched.v1.NodeView.FreeEntry
+	nil,                                  // 35: splitsched.v1.NodeView.LabelsEntry
+	nil,                                  // 36: splitsched.v1.TraceSpan.AttributesEntry
+	(*PodRef)(nil),                       // 37: splitsched.v1.PodRef
+	(*timestamppb.Timestamp)(nil),        // 38: google.protobuf.Timestamp
+	(*VolumeBinding)(nil),                // 39: splitsched.v1.VolumeBinding
+	(*Pod)(nil),                          // 40: splitsched.v1.Pod
+	(*Taint)(nil),                        // 41: splitsched.v1.Taint
 }
 var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
-	32, // 0: splitsched.v1.BindingOutcome.pod:type_name -> splitsched.v1.PodRef
+	37, // 0: splitsched.v1.BindingOutcome.pod:type_name -> splitsched.v1.PodRef
 	1,  // 1: splitsched.v1.BindingOutcome.result:type_name -> splitsched.v1.BindingOutcome.Result
-	26, // 2: splitsched.v1.BindingOutcome.trace_context:type_name -> splitsched.v1.BindingOutcome.TraceContextEntry
-	33, // 3: splitsched.v1.BindingOutcome.finished_at:type_name -> google.protobuf.Timestamp
-	32, // 4: splitsched.v1.BindingOutcome.victims:type_name -> splitsched.v1.PodRef
-	34, // 5: splitsched.v1.BindingOutcome.volume_bindings:type_name -> splitsched.v1.VolumeBinding
+	30, // 2: splitsched.v1.BindingOutcome.trace_context:type_name -> splitsched.v1.BindingOutcome.TraceContextEntry
+	38, // 3: splitsched.v1.BindingOutcome.finished_at:type_name -> google.protobuf.Timestamp
+	37, // 4: splitsched.v1.BindingOutcome.victims:type_name -> splitsched.v1.PodRef
+	39, // 5: splitsched.v1.BindingOutcome.volume_bindings:type_name -> splitsched.v1.VolumeBinding
 	3,  // 6: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
-	32, // 7: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
+	37, // 7: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
 	0,  // 8: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
 	7,  // 9: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
-	33, // 10: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
-	33, // 11: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
+	38, // 10: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
+	38, // 11: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
 	0,  // 12: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
 	8,  // 13: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
 	12, // 14: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
 	13, // 15: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
 	7,  // 16: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
-	32, // 17: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
+	37, // 17: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
 	0,  // 18: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
 	14, // 19: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
 	15, // 20: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
-	35, // 21: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
-	27, // 22: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
-	32, // 23: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
+	40, // 21: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
+	31, // 22: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
+	37, // 23: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
 	18, // 24: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
 	14, // 25: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
 	19, // 26: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
-	32, // 27: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
-	28, // 28: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
-	29, // 29: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
-	30, // 30: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
-	32, // 31: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
-	36, // 32: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
-	31, // 33: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
+	37, // 27: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
+	32, // 28: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
+	33, // 29: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
+	34, // 30: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
+	37, // 31: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
+	41, // 32: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
+	35, // 33: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
 	22, // 34: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
-	32, // 35: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
+	37, // 35: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
 	2,  // 36: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
-	33, // 37: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
-	4,  // 38: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
-	6,  // 39: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
-	9,  // 40: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
-	11, // 41: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
-	17, // 42: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
-	21, // 43: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
-	24, // 44: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
-	5,  // 45: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
-	8,  // 46: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
-	10, // 47: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
-	16, // 48: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
-	20, // 49: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
-	23, // 50: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
-	25, // 51: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
-	45, // [45:52] is the sub-list for method output_type
-	38, // [38:45] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	38, // 37: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
+	38, // 38: splitsched.v1.TraceSpan.start:type_name -> google.protobuf.Timestamp
+	36, // 39: splitsched.v1.TraceSpan.attributes:type_name -> splitsched.v1.TraceSpan.AttributesEntry
+	27, // 40: splitsched.v1.TraceAttempt.spans:type_name -> splitsched.v1.TraceSpan
+	37, // 41: splitsched.v1.PodTrace.pod:type_name -> splitsched.v1.PodRef
+	28, // 42: splitsched.v1.PodTrace.attempts:type_name -> splitsched.v1.TraceAttempt
+	4,  // 43: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
+	6,  // 44: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
+	9,  // 45: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
+	11, // 46: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
+	17, // 47: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
+	21, // 48: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
+	24, // 49: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
+	26, // 50: splitsched.v1.Scheduler.GetPodTrace:input_type -> splitsched.v1.GetPodTraceRequest
+	5,  // 51: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
+	8,  // 52: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
+	10, // 53: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
+	16, // 54: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
+	20, // 55: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
+	23, // 56: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
+	25, // 57: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
+	29, // 58: splitsched.v1.Scheduler.GetPodTrace:output_type -> splitsched.v1.PodTrace
+	51, // [51:59] is the sub-list for method output_type
+	43, // [43:51] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_scheduler_proto_init() }
@@ -2339,7 +2655,7 @@ func file_splitsched_v1_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_scheduler_proto_rawDesc), len(file_splitsched_v1_scheduler_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,7 @@ const (
 	Scheduler_Simulate_FullMethodName             = "/splitsched.v1.Scheduler/Simulate"
 	Scheduler_ListNodes_FullMethodName            = "/splitsched.v1.Scheduler/ListNodes"
 	Scheduler_WatchDecisions_FullMethodName       = "/splitsched.v1.Scheduler/WatchDecisions"
+	Scheduler_GetPodTrace_FullMethodName          = "/splitsched.v1.Scheduler/GetPodTrace"
 )
 
 // SchedulerClient is the client API for Scheduler service.
@@ -91,6 +92,16 @@ type SchedulerClient interface {
 	// (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
 	// more than 10000 decisions behind loses the oldest ones.
 	WatchDecisions(ctx context.Context, in *WatchDecisionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Decision], error)
+	// A pod's last finished scheduling attempts, each as its span tree with timings, from
+	// the scheduler's own memory: no tracing backend is needed, and it works with tracing
+	// off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+	// the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+	// Only the scheduler's spans: the binder's are in its own process (and in the
+	// tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+	// has ended: an unschedulable one at once, a decided one when its binding is
+	// confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+	// when no finished attempt of that pod is remembered.
+	GetPodTrace(ctx context.Context, in *GetPodTraceRequest, opts ...grpc.CallOption) (*PodTrace, error)
 }
 
 type schedulerClient struct {
@@ -180,6 +191,16 @@ func (c *schedulerClient) WatchDecisions(ctx context.Context, in *WatchDecisions
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Scheduler_WatchDecisionsClient = grpc.ServerStreamingClient[Decision]
 
+func (c *schedulerClient) GetPodTrace(ctx context.Context, in *GetPodTraceRequest, opts ...grpc.CallOption) (*PodTrace, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PodTrace)
+	err := c.cc.Invoke(ctx, Scheduler_GetPodTrace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SchedulerServer is the server API for Scheduler service.
 // All implementations must embed UnimplementedSchedulerServer
 // for forward compatibility.
@@ -225,6 +246,16 @@ type SchedulerServer interface {
 	// (it keeps the last 1000). Never ends on its own; cancel it. A consumer that falls
 	// more than 10000 decisions behind loses the oldest ones.
 	WatchDecisions(*WatchDecisionsRequest, grpc.ServerStreamingServer[Decision]) error
+	// A pod's last finished scheduling attempts, each as its span tree with timings, from
+	// the scheduler's own memory: no tracing backend is needed, and it works with tracing
+	// off (unless the scheduler runs with --trace-store-pods 0). The scheduler remembers
+	// the last 5 attempts of each of the last 10000 pods it traced (--trace-store-pods).
+	// Only the scheduler's spans: the binder's are in its own process (and in the
+	// tracing backend, when exported). An attempt shows once its root (`schedule_pod`)
+	// has ended: an unschedulable one at once, a decided one when its binding is
+	// confirmed or fails. Errors: INVALID_ARGUMENT without namespace or name; NOT_FOUND
+	// when no finished attempt of that pod is remembered.
+	GetPodTrace(context.Context, *GetPodTraceRequest) (*PodTrace, error)
 	mustEmbedUnimplementedSchedulerServer()
 }
 
@@ -255,6 +286,9 @@ func (UnimplementedSchedulerServer) ListNodes(context.Context, *ListNodesRequest
 }
 func (UnimplementedSchedulerServer) WatchDecisions(*WatchDecisionsRequest, grpc.ServerStreamingServer[Decision]) error {
 	return status.Error(codes.Unimplemented, "method WatchDecisions not implemented")
+}
+func (UnimplementedSchedulerServer) GetPodTrace(context.Context, *GetPodTraceRequest) (*PodTrace, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPodTrace not implemented")
 }
 func (UnimplementedSchedulerServer) mustEmbedUnimplementedSchedulerServer() {}
 func (UnimplementedSchedulerServer) testEmbeddedByValue()                   {}
@@ -396,6 +430,24 @@ func _Scheduler_WatchDecisions_Handler(srv interface{}, stream grpc.ServerStream
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Scheduler_WatchDecisionsServer = grpc.ServerStreamingServer[Decision]
 
+func _Scheduler_GetPodTrace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPodTraceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SchedulerServer).GetPodTrace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Scheduler_GetPodTrace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SchedulerServer).GetPodTrace(ctx, req.(*GetPodTraceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Scheduler_ServiceDesc is the grpc.ServiceDesc for Scheduler service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -426,6 +478,10 @@ var Scheduler_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _Scheduler_ListNodes_Handler,
+		},
+		{
+			MethodName: "GetPodTrace",
+			Handler:    _Scheduler_GetPodTrace_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
