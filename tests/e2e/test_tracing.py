@@ -15,6 +15,7 @@ scripts/render-trace.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -37,6 +38,8 @@ from tests.support.fakes.otlp import OtlpReceiver, Span
 pytestmark = pytest.mark.e2e
 
 BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+#: The profile of `tail_traced`'s scheduler.
+TAIL_SCHEDULER = "tail-keeping"
 PASSED_HEADERS = ("Content-Type", "Retry-After", "Audit-Id")
 INJECTED = {
     "kind": "Status",
@@ -153,12 +156,17 @@ class Traced:
     workdir: Path
 
 
-@pytest.fixture(scope="module")
-def traced(
-    kube_api: client.ApiClient, e2e_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+@contextlib.contextmanager
+def traced_stack(
+    kube_api: client.ApiClient,
+    workdir: Path,
+    *,
+    env: dict[str, str],
+    scheduler_args: list[str],
+    binder_args: list[str],
 ) -> Iterator[Traced]:
-    """Watcher, two binders (through the proxy) and a scheduler exporting to a receiver."""
-    workdir: Path = tmp_path_factory.mktemp("traced")
+    """Watcher, two binders (through the proxy) and a scheduler exporting to a receiver,
+    with `env` besides the OTLP endpoint."""
     receiver = OtlpReceiver().start()
     sa_namespace = kube.create_namespace(kube_api, prefix="splitsched-system")
     proxy: FaultProxy | None = None
@@ -171,15 +179,15 @@ def traced(
             "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
             "OTEL_BSP_SCHEDULE_DELAY": "200",
-            "OTEL_TRACES_SAMPLER": "parentbased_always_on",
+            **env,
         }
         running = stack.Stack(
             workdir=workdir,
             watcher_kubeconfig=configs["watcher"],
             binder_kubeconfig=proxied_kubeconfig(configs["binder"], proxy.url, workdir),
             binders=2,
-            scheduler_args=["--log-json"],
-            binder_args=["--log-json"],
+            scheduler_args=["--log-json", *scheduler_args],
+            binder_args=["--log-json", *binder_args],
             env=env,
         )
         running.start(timeout=90)
@@ -190,11 +198,43 @@ def traced(
         if proxy is not None:
             proxy.stop()
         receiver.stop()
-        dump = os.environ.get("SPLITSCHED_TRACE_DUMP")
         receiver.dump(workdir / "spans.json")
-        if dump:
-            receiver.dump(Path(dump))
         kube.delete_namespace(kube_api, sa_namespace)
+
+
+@pytest.fixture(scope="module")
+def traced(
+    kube_api: client.ApiClient, e2e_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Traced]:
+    """Every attempt sampled (the spans are dumped to $SPLITSCHED_TRACE_DUMP too)."""
+    workdir: Path = tmp_path_factory.mktemp("traced")
+    env = {"OTEL_TRACES_SAMPLER": "parentbased_always_on"}
+    with traced_stack(kube_api, workdir, env=env, scheduler_args=[], binder_args=[]) as running:
+        try:
+            yield running
+        finally:
+            if dump := os.environ.get("SPLITSCHED_TRACE_DUMP"):
+                running.receiver.dump(Path(dump))
+
+
+@pytest.fixture(scope="module")
+def tail_traced(
+    kube_api: client.ApiClient, e2e_nodes: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Traced]:
+    """No attempt head-sampled (ratio 0), tail keeping on (the default), one Binding call
+    per decision (so one injected 500 fails the bind)."""
+    workdir: Path = tmp_path_factory.mktemp("tail")
+    # Its own profile name: `traced`'s scheduler, running beside it, leaves its pods alone.
+    config = workdir / "profiles.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        f"profiles:\n- schedulerName: {TAIL_SCHEDULER}\n"
+    )
+    env = {"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0"}
+    args = ["--bind-attempts", "1", "--profiles", str(config)]
+    served = ["--scheduler-names", TAIL_SCHEDULER]
+    with traced_stack(kube_api, workdir, env=env, scheduler_args=args, binder_args=served) as t:
+        yield t
 
 
 def in_trace(spans: list[Span], trace_id: str) -> list[Span]:
@@ -412,3 +452,62 @@ def test_a_retry_trace_starts_when_room_appeared_not_when_the_first_attempt_fail
     # The node event let the pod back into the active queue, so its trace starts after the
     # node was created: the time it waited for room is in no attempt's trace.
     assert retry.start_ns > room_added > first.end_ns
+
+
+def test_at_sampling_ratio_0_failed_and_retried_attempts_are_kept_and_a_fast_one_is_not(
+    tail_traced: Traced, kube_api: client.ApiClient, namespace: str
+) -> None:
+    # Issue 21, tail keeping: "unfit" fits nowhere; "flaky"'s only Binding call of its
+    # first attempt gets a 500, so that bind fails and the retry binds it; "fast" binds.
+    tail_traced.proxy.fail_first_binding(namespace, "flaky")
+    pods = [
+        kube.make_pod(name, cpu=cpu, scheduler_name=TAIL_SCHEDULER)
+        for name, cpu in (("fast", "100m"), ("flaky", "100m"), ("unfit", "100"))
+    ]
+    kube.create_pods(kube_api, namespace=namespace, pods=pods)
+
+    def roots(name: str) -> list[Span]:
+        return sorted(
+            (s for s in tail_traced.receiver.spans() if s.name == "schedule_pod"
+             and s.pod == name and s.attributes.get("k8s.namespace.name") == namespace),
+            key=lambda s: s.start_ns,
+        )  # fmt: skip
+
+    def flaky_done() -> list[Span] | None:
+        found = roots("flaky")
+        done = len(found) >= 2 and finished_attempt(
+            tail_traced.receiver.spans(), namespace, "flaky"
+        )
+        return found if done and roots("unfit") else None
+
+    flaky = kube.wait_for(flaky_done, timeout=90, interval=0.5, message="the kept traces")
+    spans = tail_traced.receiver.spans()
+    assert tail_traced.proxy.binding_statuses(namespace, "flaky") == [500, 201]
+    unfit = roots("unfit")[0]
+    assert unfit.status == "ERROR" and unfit.attributes["splitsched.kept"] == "failed"
+    assert {s.name for s in children(spans, unfit)} >= {"queue_wait", "filter"}
+
+    # The failed bind: the scheduler's attempt and the binder's bind, one trace.
+    failed, retry = flaky[0], flaky[-1]
+    assert failed.status == "ERROR" and failed.attributes["splitsched.kept"] == "failed"
+    failed_trace = in_trace(spans, failed.trace_id)
+    (bind,) = [s for s in failed_trace if s.name == "bind"]
+    assert bind.service == "splitsched-binder" and bind.status == "ERROR"
+    assert bind.attributes["splitsched.kept"] == "failed"
+    request = next(s for s in failed_trace if s.name == "bind_request")
+    assert bind.parent_span_id == request.span_id
+    # The retry: kept by the scheduler, and the binder followed (told by the flag).
+    assert retry.attributes["splitsched.kept"] == "retry"
+    assert retry.attributes["splitsched.attempt"] == 2
+    retry_trace = in_trace(spans, retry.trace_id)
+    assert [s.attributes["splitsched.bind.result"] for s in retry_trace if s.name == "bind"] == [
+        "BOUND"
+    ]
+
+    # The fast pod was bound and exported nothing: no span of the scheduler or binder.
+    core = client.CoreV1Api(kube_api)
+    assert core.read_namespaced_pod("fast", namespace).spec.node_name
+    # It was bound before flaky's retry was exported (batch delay 0.2 s): had anything of
+    # it been kept, it would be here by now; a second more for slow machines.
+    time.sleep(1.0)
+    assert [s for s in tail_traced.receiver.spans() if s.pod == "fast"] == []
