@@ -17,6 +17,7 @@ import grpc
 
 from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi
+from services.scheduler.attempts import AttemptStore
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from splitsched.runtime import grpcsrv, service
@@ -59,9 +60,12 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serving(state: SchedulerState) -> AsyncIterator[Served]:
-    """The Scheduler API over `state` on a loopback port until the block ends."""
-    servicer = SchedulerApi(state=state, on_change=lambda: None)
+async def serving(
+    state: SchedulerState, *, attempts: AttemptStore | None = None
+) -> AsyncIterator[Served]:
+    """The Scheduler API over `state` (and `attempts`, for GetPodTrace) on a loopback port
+    until the block ends."""
+    servicer = SchedulerApi(state=state, on_change=lambda: None, attempts=attempts)
     server = await grpcsrv.serve(
         listen="127.0.0.1:0",
         servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, servicer)],

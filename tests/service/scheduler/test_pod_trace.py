@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from services.scheduler.api import SchedulerApi
 from services.scheduler.attempts import PER_POD, AttemptStore
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
-from splitsched.runtime import grpcsrv, tracing
-from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
+from splitsched.runtime import tracing
+from splitsched.v1 import scheduler_pb2
 from tests.support.builders import small_node as node
 from tests.support.builders import splitsched_pod as pod
+from tests.support.scheduler import serving
 from tests.support.traced import run_attempt, traced_state
 
 
@@ -82,19 +82,9 @@ def test_finished_attempts_are_filed_per_pod_bounded_in_attempts_and_pods(
 async def get_trace(
     state: SchedulerState, store: AttemptStore | None, request: scheduler_pb2.GetPodTraceRequest
 ) -> scheduler_pb2.PodTrace:
-    servicer = SchedulerApi(state=state, on_change=lambda: None, attempts=store)
-    server = await grpcsrv.serve(
-        listen="127.0.0.1:0",
-        servicers=[(scheduler_pb2_grpc.add_SchedulerServicer_to_server, servicer)],
-        service_names=["splitsched.v1.Scheduler"],
-    )
-    try:
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            stub = scheduler_pb2_grpc.SchedulerStub(channel)
-            reply: scheduler_pb2.PodTrace = await stub.GetPodTrace(request, timeout=10)
-            return reply
-    finally:
-        await server.stop(0)
+    async with serving(state, attempts=store) as served:
+        reply: scheduler_pb2.PodTrace = await served.stub.GetPodTrace(request, timeout=10)
+        return reply
 
 
 def code_of(state: SchedulerState, store: AttemptStore | None, ns: str, name: str) -> str:
