@@ -15,6 +15,9 @@ standard variables configure it (read by the SDK where it can):
   `OTEL_TRACES_SAMPLER` / `OTEL_TRACES_SAMPLER_ARG` (default `parentbased_always_on`),
   `OTEL_BSP_*` (batching), `OTEL_PROPAGATORS` (default W3C tracecontext + baggage),
   `OTEL_SDK_DISABLED=true` switches everything off.
+* `SPLITSCHED_TRACES_TAIL` (`on` by default) and `SPLITSCHED_TRACES_KEEP_SLOWER_THAN`
+  (seconds, 1): tail keeping in the scheduler and the binder (`splitsched.runtime.tailkeep`:
+  failed, retried and slow attempts are exported whatever the head sampler said).
 
 The trace of one attempt crosses the services through our proto `trace_context` map fields
 (W3C `traceparent`/`tracestate`), written and read with the configured propagator:
