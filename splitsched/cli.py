@@ -8,12 +8,14 @@ one JSON line per pending pod, then a summary line.
 scheduler (`splitsched.apiclient`).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
 names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
-server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED).
+server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED), 141 the
+reader of the output left (a closed pipe, as `| head` does), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -22,6 +24,9 @@ from typing import TYPE_CHECKING
 
 from splitsched import apiclient
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
+
+#: 128 + SIGPIPE, what a shell reports for a tool whose reader left.
+EXIT_CLOSED_PIPE = 141
 
 if TYPE_CHECKING:
     from splitsched.core.profiles import SchedulerConfig
@@ -163,6 +168,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, where a closed pipe is still caught
+        return code
+    except BrokenPipeError:
+        # `splitsched pods | head`: the reader left. Stop quietly, as Unix tools do, and
+        # send whatever Python would still flush at exit to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.func is cmd_simulate:
         code: int = args.func(args)

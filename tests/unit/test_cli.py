@@ -200,3 +200,20 @@ def test_a_malformed_storage_object_is_named(
     code, _, err = run(["simulate", "--cluster", str(path)], capsys)
     assert code == 2
     assert "items[0] (PersistentVolume pv): spec.capacity.storage: invalid quantity" in err
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
+    """`splitsched simulate ... | head -1`: the rest of the output has nowhere to go. No
+    BrokenPipeError traceback, and 141, as a shell reports for such a tool."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(ROOT / "examples" / "sample-cluster.yaml")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == cli.EXIT_CLOSED_PIPE, err
+    assert json.loads(first)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
