@@ -202,11 +202,14 @@ def test_a_malformed_storage_object_is_named(
     assert "items[0] (PersistentVolume pv): spec.capacity.storage: invalid quantity" in err
 
 
+SAMPLE_CLUSTER = ROOT / "examples" / "sample-cluster.yaml"
+
+
 def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
     """`splitsched simulate ... | head -1`: the rest of the output has nowhere to go. No
     BrokenPipeError traceback, and 141, as a shell reports for such a tool."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(ROOT / "examples" / "sample-cluster.yaml")],
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(SAMPLE_CLUSTER)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
