@@ -182,6 +182,22 @@ def check_dashboard_and_alerts(docs: Sequence[Manifest]) -> None:
     assert "{{ $labels.namespace }}" in json.dumps(rule["spec"])
 
 
+def test_dashboard_goes_where_and_as_the_sidecar_looks_for_it(helm: Path) -> None:
+    """A sidecar configured with another label, watching only Grafana's namespace."""
+    sets = [
+        "monitoring.grafanaDashboard.enabled=true",
+        "monitoring.grafanaDashboard.namespace=grafana",
+        "monitoring.grafanaDashboard.label=find_me",
+        "monitoring.grafanaDashboard.labelValue=yes",
+    ]
+    docs = render(helm, release="prod", namespace="sched", sets=sets)
+    dashboard = one(docs, "ConfigMap", "monitoring")
+    metadata = dashboard["metadata"]
+    assert (metadata["name"], metadata["namespace"]) == ("prod-splitsched-dashboard", "grafana")
+    assert metadata["labels"]["find_me"] == "yes" and "grafana_dashboard" not in metadata["labels"]
+    assert "PrometheusRule" not in {d["kind"] for d in docs}
+
+
 #: case -> (--set values, what the error must name)
 BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "negative replicas": (["binder.replicas=-1"], "/binder/replicas"),
