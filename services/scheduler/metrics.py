@@ -29,8 +29,9 @@ def attempts_label(attempts: int) -> str:
 
 
 class SchedulerMetrics:
-    """Scheduling attempts and cycle latency, the pod scheduling SLI, binding outcomes,
-    queue lengths, leadership, binders reachable, watch events and stream reconnects."""
+    """Scheduling attempts and cycle latency, rejections by plugin, the pod scheduling SLI,
+    binding outcomes, queue lengths, leadership, binders reachable, watch events and
+    stream reconnects."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -70,6 +71,12 @@ class SchedulerMetrics:
             "scheduler_pod_scheduling_attempts",
             "Scheduling attempts a pod took until it was bound",
             buckets=(1, 2, 4, 8, 16),
+            registry=r,
+        )
+        self.rejections = Counter(
+            "splitsched_scheduler_plugin_rejections_total",
+            "Unschedulable attempts, counted once for each plugin that rejected the pod",
+            ["plugin", "profile"],
             registry=r,
         )
         self.pending = Gauge("scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r)
@@ -121,6 +128,13 @@ class SchedulerMetrics:
         self.attempts.labels(result, profile).inc()
         if seconds is not None:
             self.cycle.labels(result, profile).observe(seconds)
+
+    def rejected(self, plugins: frozenset[str], profile: str) -> None:
+        """An unschedulable attempt's plugins (kube-scheduler's scheduler_unschedulable_pods
+        gauge counts pods per plugin; this counts attempts, which a rate() turns into
+        failures per plugin per second)."""
+        for plugin in plugins:
+            self.rejections.labels(plugin, profile).inc()
 
     def queue_lengths(self, lengths: Mapping[str, int]) -> None:
         for name, n in lengths.items():

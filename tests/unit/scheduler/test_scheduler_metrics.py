@@ -85,3 +85,13 @@ def test_attempts_observe_the_cycle_only_when_it_was_measured() -> None:
 
 def test_the_attempts_label_is_capped() -> None:
     assert [attempts_label(n) for n in (1, 9, 10, 250)] == ["1", "9", "10+", "10+"]
+
+
+def test_rejections_count_each_plugin_of_an_unschedulable_attempt() -> None:
+    metrics = SchedulerMetrics()
+    metrics.rejected(frozenset({"NodeResourcesFit", "TaintToleration"}), "p")
+    metrics.rejected(frozenset({"NodeResourcesFit"}), "p")
+    metrics.rejected(frozenset(), "p")
+    name = "splitsched_scheduler_plugin_rejections_total"
+    assert sample(metrics, name, plugin="NodeResourcesFit", profile="p") == 2
+    assert sample(metrics, name, plugin="TaintToleration", profile="p") == 1
