@@ -6,9 +6,9 @@ differently (protocol, encoding, ids, attribute types) fails here, where the in-
 receiver of test_tracing.py would not notice.
 
 Checked per pod: one trace holding spans of all three services, the tree and attributes of
-docs/observability.md; the binder's bind latency observations carry the pods' trace ids
-as OpenMetrics exemplars on /metrics; and over the whole file, once the services and the
-collector have stopped and flushed, no orphan span.
+docs/observability.md; the binder's bind latency and the scheduler's SLI observations
+carry the pods' trace ids as OpenMetrics exemplars on /metrics; and over the whole file,
+once the services and the collector have stopped and flushed, no orphan span.
 """
 
 from __future__ import annotations
@@ -133,8 +133,12 @@ def test_each_pod_is_one_trace_across_the_three_services_as_the_collector_wrote_
     content_type, text = scrape(binder.http_url, OPENMETRICS)
     assert content_type.startswith("application/openmetrics-text"), content_type
     assert text.rstrip().endswith("# EOF")
+    traces = {r.trace_id for r in roots.values()}
     linked = exemplar_trace_ids(text, "splitsched_binder_bind_duration_seconds")
-    assert linked & {r.trace_id for r in roots.values()}, (linked, roots)
+    assert linked & traces, (linked, traces)
+    text = scrape(exported.stack.scheduler.http_url, OPENMETRICS)[1]
+    linked = exemplar_trace_ids(text, "scheduler_pod_scheduling_sli_duration_seconds")
+    assert linked & traces, (linked, traces)
     content_type, plain = scrape(binder.http_url, "text/plain")
     assert content_type.startswith("text/plain"), content_type
     assert "splitsched_binder_bind_duration_seconds_bucket" in plain and "trace_id" not in plain
