@@ -2,7 +2,8 @@
 # Build (first time) or reuse the control-plane binaries splitsched's tests, demo and
 # benchmarks run: kube-apiserver, kube-scheduler, kube-controller-manager, etcd, kwok and
 # helm, all at the versions pinned in scripts/versions.env. The real-node tier also asks
-# for kubelet, kube-proxy, kubectl and a minimal CoreDNS (not built by default).
+# for kubelet, kube-proxy, kubectl and a minimal CoreDNS, and the e2e tier's real-collector
+# test for a minimal OpenTelemetry Collector, otelcol (none of these built by default).
 # Called by `make setup` / `make controlplane` and by the integration-test fixtures when a
 # binary is missing.
 #
@@ -12,7 +13,9 @@
 #     go.mod points them at ./staging, which only works inside the kubernetes repo);
 #   * etcd from go.etcd.io/etcd/server/v3 the same way (its go.mod has replace directives,
 #     so `go install ...@version` refuses it);
-#   * kwok and helm by `go install module/cmd@version`.
+#   * kwok and helm by `go install module/cmd@version`;
+#   * otelcol by the collector's builder (go.opentelemetry.io/collector/cmd/builder) from a
+#     generated manifest naming only its OTLP receiver and contrib's file exporter.
 #
 # Binaries are cached outside the repo, keyed by version, so every clone on this machine
 # shares them:  ${SPLITSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/splitsched}/bin/<name>-<version>/<name>
