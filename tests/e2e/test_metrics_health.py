@@ -222,7 +222,7 @@ def process(
     """One service process (``services.<component>``) beside ``running``, with its TLS
     flags, on free ports (or gRPC on `grpc_port`), terminated (then killed) on exit."""
     grpc_port, http_port = grpc_port or controlplane.free_port(), controlplane.free_port()
-    argv = [sys.executable, "-m", "splitsched.testing.orphanguard", module,
+    argv = [sys.executable, "-m", "splitsched.launch.orphanguard", module,
             "--listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
             *running.tls_args(module.rpartition(".")[2]), *args]  # fmt: skip
     svc = stack.Service(name, argv, workdir / f"{name}.log", grpc_port, http_port)

@@ -11,40 +11,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# free_port lives in splitsched.launch, where `splitsched up` finds it too.
+from splitsched.launch.processes import free_port as free_port
 from splitsched.testing.controlplane.state import ControlPlaneError
-
-_PORT_PICKER = random.Random()
-_HANDED_OUT: set[int] = set()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now. Chosen below Linux's
-    ephemeral range (32768 and up): a port the kernel picks for some outgoing connection
-    could otherwise be taken between this check and the service binding it."""
-    for _ in range(100):
-        port = _PORT_PICKER.randrange(20000, 32000)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        fallback: int = s.getsockname()[1]
-        return fallback
 
 
 def pid_alive(pid: int) -> bool:
