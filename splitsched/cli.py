@@ -5,7 +5,8 @@ nodes,pods -A -o yaml` prints (with pvc,pv,storageclasses,csinodes for pods with
 volumes): bound pods are loaded as allocated, pending pods are scheduled in queue order,
 one JSON line per pending pod, then a summary line.
 `splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
-scheduler (`splitsched.apiclient`).
+scheduler (`splitsched.apiclient`). `splitsched up --kubeconfig PATH` runs the services
+locally against a cluster (`splitsched.up`, with its own exit codes).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
 names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
 server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED).
@@ -19,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from splitsched import apiclient
+from splitsched import apiclient, up
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
 
 
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     apiclient.add_client_options(sim)
     sim.set_defaults(func=cmd_simulate)
     apiclient.register(sub)
+    up.register(sub)
     return parser
 
 
@@ -143,7 +145,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.func is cmd_simulate:
+    if args.func in (cmd_simulate, up.run):
         code: int = args.func(args)
         return code
     return apiclient.run(args)

@@ -138,9 +138,16 @@ def service_argv(
 
 
 def start(
-    svc: Service, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    svc: Service,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    new_session: bool = False,
 ) -> Service:
-    """Start ``svc`` with the current environment plus ``env``, output to its log file."""
+    """Start ``svc`` with the current environment plus ``env``, output to its log file;
+    with ``new_session``, out of the terminal's reach (Ctrl-C there signals only its
+    parent, which stops the services in its own order)."""
+    svc.log_path.parent.mkdir(parents=True, exist_ok=True)
     log = svc.log_path.open("ab")
     try:
         svc.proc = subprocess.Popen(
@@ -149,6 +156,7 @@ def start(
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             cwd=cwd,
+            start_new_session=new_session,
         )
     finally:
         log.close()
