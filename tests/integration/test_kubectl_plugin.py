@@ -27,11 +27,10 @@ from kubernetes import client
 
 from splitsched import kubectl as plugin
 from splitsched.kubectl import chart, portforward
-from splitsched.launch.processes import free_port
 from splitsched.testing import controlplane, kube
 from tests.support.fixtures import ControlPlaneHandle
 from tests.support.helm import one, render
-from tests.support.up import READY_LINE, UpRun, cli_env, up_process, with_broken_current_context
+from tests.support.up import UpSession, cli_env, up_on_admin_context
 
 NODE_LABEL = "splitsched.io/test-kubectl-plugin"
 
@@ -39,23 +38,18 @@ NODE_LABEL = "splitsched.io/test-kubectl-plugin"
 @pytest.fixture
 def up(
     control_plane: ControlPlaneHandle, kube_api: client.ApiClient, namespace: str, tmp_path: Path
-) -> Iterator[tuple[UpRun, Path, Path]]:
+) -> Iterator[UpSession]:
     """`splitsched up` on a kubeconfig whose good context's namespace is the test's, with
-    one kwok node for our pods; yields it, the kubeconfig and the state dir."""
-    kubeconfig = with_broken_current_context(
-        control_plane.kubeconfig_path, tmp_path, namespace=namespace
-    )
-    state = tmp_path / "state"
-    nodes = kube.create_kwok_nodes(
-        kube_api, 1, name_prefix=f"{namespace}-n", labels={NODE_LABEL: namespace}
-    )
-    argv = ["--kubeconfig", str(kubeconfig), "--context", "admin", "--state-dir", str(state)]
-    try:
-        with up_process([*argv, "--listen", f"127.0.0.1:{free_port()}"]) as running:
-            running.wait_for(READY_LINE, timeout=120)
-            yield running, kubeconfig, state
-    finally:
-        kube.delete_nodes(kube_api, nodes)
+    one kwok node for our pods."""
+    with up_on_admin_context(
+        control_plane.kubeconfig_path,
+        kube_api,
+        namespace=namespace,
+        directory=tmp_path,
+        label=NODE_LABEL,
+        context_namespace=namespace,
+    ) as session:
+        yield session
 
 
 def _kubectl_splitsched(
@@ -75,9 +69,9 @@ def _kubectl_splitsched(
 
 
 def test_kubectl_splitsched_explain_uses_the_context_s_namespace(
-    up: tuple[UpRun, Path, Path], kube_api: client.ApiClient, namespace: str
+    up: UpSession, kube_api: client.ApiClient, namespace: str
 ) -> None:
-    _, kubeconfig, state = up
+    kubeconfig, state = up.kubeconfig, up.state
     unfit = kube.make_pod("unfit", node_selector={NODE_LABEL: "nowhere"})
     kube.create_pods(kube_api, namespace=namespace, pods=[unfit])
     kube.wait_for(
@@ -134,16 +128,14 @@ def _chart_like_scheduler(
 
 
 def test_without_server_it_finds_the_chart_s_scheduler_and_ops_certificate(
-    up: tuple[UpRun, Path, Path],
+    up: UpSession,
     kube_api: client.ApiClient,
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    running, kubeconfig, state = up
-    [node] = [n.metadata.name for n in client.CoreV1Api(kube_api).list_node(
-        label_selector=f"{NODE_LABEL}={namespace}").items]  # fmt: skip
-    _chart_like_scheduler(kube_api, namespace, node, state)
+    kubeconfig, state = up.kubeconfig, up.state
+    _chart_like_scheduler(kube_api, namespace, up.nodes[0], state)
     kube.wait_for(
         lambda: chart.ready(kube_api.sanitize_for_serialization(
             kube.get_pod(kube_api, namespace=namespace, name="rel-scheduler-0"))),
@@ -165,7 +157,7 @@ def test_without_server_it_finds_the_chart_s_scheduler_and_ops_certificate(
     assert asked == [(namespace, "rel-scheduler-0", 50050)]
     denied = plugin.main([*argv, "--cert", os.devnull, "--key", os.devnull])
     assert denied == 3  # the (empty) certificate of the flags was used, not the Secret's
-    assert running.proc.poll() is None
+    assert up.run.proc.poll() is None
 
 
 def test_what_the_plugin_reads_is_what_the_chart_renders() -> None:

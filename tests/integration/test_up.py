@@ -25,7 +25,7 @@ from splitsched.testing import kube
 from splitsched.testing.controlplane import REPO_ROOT, pid_alive
 from splitsched.testing.manifests import TEST_NAMESPACE_LABEL
 from tests.support.fixtures import ControlPlaneHandle
-from tests.support.up import READY_LINE, cli_env, up_process, with_broken_current_context
+from tests.support.up import READY_LINE, cli_env, up_on_admin_context, up_process
 
 #: Our nodes carry it (value: the test's namespace) and our pods select it, so that no
 #: other test's node takes them.
@@ -40,40 +40,38 @@ def _bound(core: client.CoreV1Api, namespace: str, names: list[str], nodes: list
 def test_up_schedules_pods_and_sigterm_leaves_no_process_behind(
     control_plane: ControlPlaneHandle, kube_api: client.ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    kubeconfig = with_broken_current_context(control_plane.kubeconfig_path, tmp_path)
-    state = tmp_path / "state"
     core = client.CoreV1Api(kube_api)
-    nodes = kube.create_kwok_nodes(
-        kube_api, 2, name_prefix=f"{namespace}-n", labels={NODE_LABEL: namespace}
-    )
-    argv = ["--kubeconfig", str(kubeconfig), "--context", "admin", "--state-dir", str(state)]
-    try:
-        with up_process([*argv, "--listen", f"127.0.0.1:{free_port()}"]) as up:
-            up.wait_for(READY_LINE, timeout=120)
-            assert "(context admin) as splitsched-admin: may do all it needs" in up.output
-            fit = kube.make_pods(6, name_prefix="fit", node_selector={NODE_LABEL: namespace})
-            unfit = kube.make_pod("unfit", node_selector={NODE_LABEL: "nowhere"})
-            names = kube.create_pods(kube_api, namespace=namespace, pods=[*fit, unfit])
-            kube.wait_for(
-                lambda: _bound(core, namespace, names[:-1], nodes),
-                timeout=60,
-                message="the 6 pods bound to the test's nodes",
-            )
-            listed = subprocess.run(
-                [sys.executable, "-m", "splitsched.cli", "pods", "--pending", "-n", namespace],
-                capture_output=True, text=True, timeout=60, check=False, cwd=REPO_ROOT,
-                env={**cli_env(state), "PATH": "/usr/bin:/bin"},
-            )  # fmt: skip
-            assert listed.returncode == 0, listed.stderr
-            assert f"{namespace}/unfit" in listed.stdout and "fit-0" not in listed.stdout
-            children = up.children()
-            assert len(children) == 4  # the watcher, 2 binders, the scheduler
-            code = up.stop()
-        assert code == 0, up.output
-        assert up.lines[-1] == "stopped"
-        assert [pid for pid in children if pid_alive(pid)] == []
-    finally:
-        kube.delete_nodes(kube_api, nodes)
+    with up_on_admin_context(
+        control_plane.kubeconfig_path,
+        kube_api,
+        namespace=namespace,
+        directory=tmp_path,
+        label=NODE_LABEL,
+        nodes=2,
+    ) as session:
+        up, state, nodes = session.run, session.state, session.nodes
+        assert "(context admin) as splitsched-admin: may do all it needs" in up.output
+        fit = kube.make_pods(6, name_prefix="fit", node_selector={NODE_LABEL: namespace})
+        unfit = kube.make_pod("unfit", node_selector={NODE_LABEL: "nowhere"})
+        names = kube.create_pods(kube_api, namespace=namespace, pods=[*fit, unfit])
+        kube.wait_for(
+            lambda: _bound(core, namespace, names[:-1], nodes),
+            timeout=60,
+            message="the 6 pods bound to the test's nodes",
+        )
+        listed = subprocess.run(
+            [sys.executable, "-m", "splitsched.cli", "pods", "--pending", "-n", namespace],
+            capture_output=True, text=True, timeout=60, check=False, cwd=REPO_ROOT,
+            env={**cli_env(state), "PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        assert listed.returncode == 0, listed.stderr
+        assert f"{namespace}/unfit" in listed.stdout and "fit-0" not in listed.stdout
+        children = up.children()
+        assert len(children) == 4  # the watcher, 2 binders, the scheduler
+        code = up.stop()
+    assert code == 0, up.output
+    assert up.lines[-1] == "stopped"
+    assert [pid for pid in children if pid_alive(pid)] == []
 
 
 def test_an_identity_without_binding_rights_is_told_what_to_grant(

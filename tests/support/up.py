@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+from kubernetes import client
 
-from splitsched.testing import controlplane
+from splitsched.launch.processes import free_port
+from splitsched.testing import controlplane, kube
 
 #: What `up` prints last once every service is ready.
 READY_LINE = "Ctrl-C stops everything."
@@ -127,3 +129,42 @@ def with_broken_current_context(
     path.write_text(yaml.safe_dump(doc))
     path.chmod(0o600)
     return path
+
+
+@dataclass(frozen=True)
+class UpSession:
+    """A ready `up` on the admin's context, and what it runs on."""
+
+    run: UpRun
+    kubeconfig: Path
+    state: Path
+    #: kwok nodes labelled ``label=<namespace>``, for the test's pods to select.
+    nodes: list[str]
+
+
+@contextlib.contextmanager
+def up_on_admin_context(
+    admin: Path,
+    kube_api: client.ApiClient,
+    *,
+    namespace: str,
+    directory: Path,
+    label: str,
+    nodes: int = 1,
+    context_namespace: str | None = None,
+) -> Iterator[UpSession]:
+    """`splitsched up --context admin` past a broken current context
+    (`with_broken_current_context`), on a free port, once ready; with ``nodes`` kwok nodes
+    labelled ``label=namespace``, deleted on the way out."""
+    kubeconfig = with_broken_current_context(admin, directory, namespace=context_namespace)
+    state = directory / "state"
+    names = kube.create_kwok_nodes(
+        kube_api, nodes, name_prefix=f"{namespace}-n", labels={label: namespace}
+    )
+    argv = ["--kubeconfig", str(kubeconfig), "--context", "admin", "--state-dir", str(state)]
+    try:
+        with up_process([*argv, "--listen", f"127.0.0.1:{free_port()}"]) as run:
+            run.wait_for(READY_LINE, timeout=120)
+            yield UpSession(run, kubeconfig, state, names)
+    finally:
+        kube.delete_nodes(kube_api, names)
