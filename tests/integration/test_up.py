@@ -3,6 +3,8 @@
 * with a kubeconfig whose current context is broken, ``--context`` picks the good one;
   pods with schedulerName splitsched are bound to kwok nodes; the CLI reaches the
   scheduler with the settings `up` wrote; SIGTERM stops every process it started;
+* with ``--config``, every profile's pods are scheduled and bound (the binders and the
+  watcher serve the profiles' schedulerNames too);
 * an identity without binding rights (a ServiceAccount with the watcher's rules) is told
   what is missing and gets RBAC on stdout, with nothing started; once that RBAC is
   applied, the same identity runs `up` and schedules a pod.
@@ -72,6 +74,38 @@ def test_up_schedules_pods_and_sigterm_leaves_no_process_behind(
     assert code == 0, up.output
     assert up.lines[-1] == "stopped"
     assert [pid for pid in children if pid_alive(pid)] == []
+
+
+def test_every_profile_of_the_config_is_served(
+    control_plane: ControlPlaneHandle, kube_api: client.ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "scheduler.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n"
+        "kind: KubeSchedulerConfiguration\n"
+        "profiles:\n"
+        "  - schedulerName: splitsched\n"
+        "  - schedulerName: splitsched-packed\n"
+    )
+    with up_on_admin_context(
+        control_plane.kubeconfig_path,
+        kube_api,
+        namespace=namespace,
+        directory=tmp_path,
+        label=NODE_LABEL,
+        extra=["--config", str(config)],
+    ) as session:
+        assert "Pods with schedulerName: splitsched are scheduled here" in session.run.output
+        pods = [
+            kube.make_pod(name, scheduler_name=name, node_selector={NODE_LABEL: namespace})
+            for name in ("splitsched", "splitsched-packed")
+        ]
+        names = kube.create_pods(kube_api, namespace=namespace, pods=pods)
+        kube.wait_for(
+            lambda: _bound(client.CoreV1Api(kube_api), namespace, names, session.nodes),
+            timeout=60,
+            message="one pod of each profile bound",
+        )
 
 
 def test_an_identity_without_binding_rights_is_told_what_to_grant(

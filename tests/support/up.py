@@ -152,8 +152,9 @@ def up_on_admin_context(
     label: str,
     nodes: int = 1,
     context_namespace: str | None = None,
+    extra: Sequence[str] = (),
 ) -> Iterator[UpSession]:
-    """`splitsched up --context admin` past a broken current context
+    """`splitsched up --context admin [EXTRA]` past a broken current context
     (`with_broken_current_context`), on a free port, once ready; with ``nodes`` kwok nodes
     labelled ``label=namespace``, deleted on the way out."""
     kubeconfig = with_broken_current_context(admin, directory, namespace=context_namespace)
@@ -163,7 +164,7 @@ def up_on_admin_context(
     )
     argv = ["--kubeconfig", str(kubeconfig), "--context", "admin", "--state-dir", str(state)]
     try:
-        with up_process([*argv, "--listen", f"127.0.0.1:{free_port()}"]) as run:
+        with up_process([*argv, "--listen", f"127.0.0.1:{free_port()}", *extra]) as run:
             run.wait_for(READY_LINE, timeout=120)
             yield UpSession(run, kubeconfig, state, names)
     finally:
