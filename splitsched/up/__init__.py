@@ -29,7 +29,13 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "up",
         help="run the watcher, the scheduler and the binders locally against a cluster",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Run the watcher, the scheduler and N binders as local processes "
+        "against the cluster a kubeconfig reaches, once the API server says its identity "
+        "may do what they need (else: what is missing, and the RBAC to grant on stdout). "
+        "Ctrl-C or SIGTERM stops them all.",
+        epilog="Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 a service died, 2 bad input, "
+        "3 the cluster unreachable or the services not ready, 5 rights missing, 130 "
+        "interrupted while starting.",
     )
     p.add_argument(
         "--kubeconfig",
