@@ -9,19 +9,28 @@ scheduler (`splitsched.apiclient`). `splitsched up --kubeconfig PATH` runs the s
 locally against a cluster (`splitsched.up`, with its own exit codes).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
 names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
-server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED).
+server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED), 141 the
+reader of the output left (a closed pipe, as `| head` does), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from splitsched import apiclient, up
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
+
+#: 128 + SIGPIPE, what a shell reports for a tool whose reader left.
+EXIT_CLOSED_PIPE = 141
+
+if TYPE_CHECKING:
+    from splitsched.core.profiles import SchedulerConfig
 
 
 def _read(path: str) -> str:
@@ -30,11 +39,26 @@ def _read(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
+def _scheduler_config(path: str | None) -> SchedulerConfig | None:
+    """The --config file (none: the default), its notes printed once on stderr; None
+    after printing why it cannot be used."""
+    from splitsched.core import profiles
+
+    try:
+        config = profiles.load_yaml(_read(path) if path else "")
+    except (OSError, profiles.ProfileError) as exc:
+        print(f"error: scheduler config: {exc}", file=sys.stderr)
+        return None
+    for note in config.notes:
+        print(f"note: scheduler config: {note}", file=sys.stderr)
+    return config
+
+
 def cmd_simulate_offline(args: argparse.Namespace) -> int:
     # Imported here: the API verbs should not pay for numpy and the core on every call.
     import orjson
 
-    from splitsched.core import batch, convert, profiles
+    from splitsched.core import batch, convert
 
     try:
         text = _read(args.cluster)
@@ -47,12 +71,10 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {args.cluster}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        config_text = _read(args.config) if args.config else ""
-        profs = profiles.load_profiles_yaml(config_text)
-    except (OSError, profiles.ProfileError) as exc:
-        print(f"error: scheduler config: {exc}", file=sys.stderr)
+    config = _scheduler_config(args.config)
+    if config is None:
         return EXIT_BAD_INPUT
+    profs = config.profiles
     names = set(args.scheduler_name or []) or set(profs)
     default = args.scheduler_name[0] if args.scheduler_name else next(iter(profs))
     missing = names - set(profs)
@@ -84,6 +106,7 @@ def cmd_simulate_offline(args: argparse.Namespace) -> int:
             "placed": placed,
             "unplaced": len(pending) - placed,
             "seconds": round(elapsed, 4),
+            "config_notes": list(config.notes),
         }
     }
     out.write(orjson.dumps(summary) + b"\n")
@@ -104,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Kubernetes List (YAML or JSON) of Nodes and Pods, as `kubectl get "
         "nodes,pods -A -o yaml` prints; - for stdin",
     )
-    sim.add_argument("--config", help="scheduler profiles YAML (KubeSchedulerConfiguration-like)")
+    sim.add_argument(
+        "--config",
+        help="an unmodified KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) file",
+    )
     sim.add_argument(
         "--all-pending",
         action="store_true",
@@ -144,6 +170,22 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, where a closed pipe is still caught
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """`splitsched pods | head`: the reader left. Stop quietly, as Unix tools do, and send
+    whatever Python would still flush at exit to /dev/null (the kubectl plugin too)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.func in (cmd_simulate, up.run):
         code: int = args.func(args)

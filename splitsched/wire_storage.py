@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from splitsched import wire
 from splitsched.core import storage
-from splitsched.v1 import binder_pb2, types_pb2, watcher_pb2
+from splitsched.v1 import types_pb2, watcher_pb2
 
 __all__ = [
     "bindings_to_proto",
@@ -105,12 +105,22 @@ def csi_node_to_proto(node: storage.CSINode) -> types_pb2.CSINode:
 
 
 def bindings_to_proto(
-    bindings: Iterable[storage.VolumeBinding], out: Iterable[binder_pb2.VolumeBinding]
+    bindings: Iterable[storage.VolumeBinding], out: Iterable[types_pb2.VolumeBinding]
 ) -> None:
     """A decision's volume writes into a BindRequest's `volume_bindings`."""
     add = out.add  # type: ignore[attr-defined]
     for b in bindings:
         add(claim_namespace=b.claim_namespace, claim_name=b.claim_name, pv_name=b.pv_name)
+
+
+def bindings_from_proto(
+    msgs: Iterable[types_pb2.VolumeBinding], *, namespace: str
+) -> tuple[storage.VolumeBinding, ...]:
+    """A BindingOutcome's `volume_bindings` (a claim without a namespace is in the pod's,
+    `namespace`)."""
+    return tuple(
+        storage.VolumeBinding(m.claim_namespace or namespace, m.claim_name, m.pv_name) for m in msgs
+    )
 
 
 # ---- decode ---------------------------------------------------------------------------------

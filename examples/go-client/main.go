@@ -2,13 +2,14 @@
 // proto/splitsched/v1 (see generate.sh): it lists the nodes the scheduler sees (ListNodes,
 // every page) and, given -pod, explains why that pod is pending (Explain).
 //
-//	go run . -server 127.0.0.1:50050 -pod default/web-0
+//	go build -o go-client . && ./go-client -server 127.0.0.1:50050 -pod shop/notol-0
 //
 // -ca, -cert and -key (env SPLITSCHED_CA, SPLITSCHED_CERT, SPLITSCHED_KEY, as for the
 // splitsched CLI) switch to TLS, mutual with cert and key; without them it is plaintext.
 //
 // Exit codes follow the splitsched CLI: 0 ok, 2 bad flags, 3 the server failed or could
-// not be reached, 4 the pod is not tracked by the scheduler.
+// not be reached, 4 the pod is not tracked by the scheduler. Run the built binary where
+// they matter: `go run .` turns any non-zero exit into 1.
 package main
 
 import (

@@ -153,8 +153,10 @@ def outcome(
     result: BindResult,
     binder_id: str,
     trace_context: Mapping[str, str],
+    volumes: tuple[VolumeBinding, ...] = (),
 ) -> scheduler_pb2.BindingOutcome:
-    """The report of a decision about ``pod`` and ``node``."""
+    """The report of a decision about ``pod`` and ``node``, with its volume step's claims
+    (a scheduler that took over holds them while the decision is in flight)."""
     return scheduler_pb2.BindingOutcome(
         decision_id=decision_id,
         pod=pod.ref(),
@@ -165,6 +167,10 @@ def outcome(
         last_http_status=result.last_http_status,
         binder_id=binder_id,
         trace_context=dict(trace_context),
+        volume_bindings=[
+            types_pb2.VolumeBinding(claim_namespace=v.namespace, claim_name=v.claim, pv_name=v.pv)
+            for v in volumes
+        ],
     )
 
 

@@ -149,6 +149,7 @@ def bind_call(
     decision_id: str,
     accepted_at: float,
     server: str = "",
+    binder_id: str = "",
 ) -> RetriedCall:
     """The binder's `bind` span for one decision, continuing the scheduler's trace from
     the request's carrier; starts at `accepted_at` (monotonic) so the time the decision
@@ -158,6 +159,8 @@ def bind_call(
     attrs = pod_attributes(namespace, name, uid)
     attrs["k8s.node.name"] = node
     attrs["splitsched.decision_id"] = decision_id
+    if binder_id:
+        attrs["splitsched.binder.id"] = binder_id
     span = tracer().start_span(
         "bind",
         context=extract(carrier),

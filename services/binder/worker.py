@@ -13,7 +13,8 @@ condition), all sending through the one retry loop of ``retrying``.
 Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued or
 binding) are re-reported as IN_PROGRESS every couple of seconds (``in_progress``, sent by
 the reporter), so a scheduler that took over or restarted adopts them instead of giving
-their room to other pods. Preemptions in flight are too (``preemption`` set, with their
+their room (and the volumes of their volume step: every outcome carries them) to other
+pods. Preemptions in flight are too (``preemption`` set, with their
 victims): a new leader holds the room their evictions free for the preemptor.
 
 ``shutdown`` fails the decisions it never started; one still running after the grace whose
@@ -349,7 +350,7 @@ class BindingPool:
         return bind_call(
             carrier=job.trace_context, namespace=job.namespace, name=job.name, uid=job.uid,
             node=job.node, decision_id=job.decision_id, accepted_at=job.accepted_at,
-            server=self._kube.endpoint.host,
+            server=self._kube.endpoint.host, binder_id=self.binder_id,
         )  # fmt: skip
 
     async def _finish(
@@ -390,7 +391,7 @@ class BindingPool:
     ) -> scheduler_pb2.BindingOutcome:
         return jobs.outcome(
             job.decision_id, pod=job.pod, node=job.node, result=result,
-            binder_id=self.binder_id, trace_context=trace_context,
+            binder_id=self.binder_id, trace_context=trace_context, volumes=job.volumes,
         )  # fmt: skip
 
     def _remember(self, report: scheduler_pb2.BindingOutcome) -> None:

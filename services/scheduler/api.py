@@ -29,6 +29,7 @@ import grpc
 from services.scheduler import api_input, api_views
 from services.scheduler.api_input import InvalidRequest, page_after, page_size, page_token
 from services.scheduler.state import DecisionEvent, Phase, PodRecord, SchedulerState
+from splitsched import wire_storage
 from splitsched.core import models
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -161,6 +162,9 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 node=outcome.node,
                 preemption=outcome.preemption,
                 victim_uids=[v.uid for v in outcome.victims],
+                volume_bindings=wire_storage.bindings_from_proto(
+                    outcome.volume_bindings, namespace=outcome.pod.namespace
+                ),
             ):
                 accepted += 1
         self.on_change()

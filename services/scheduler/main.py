@@ -59,7 +59,9 @@ class SchedulerService:
     def __init__(self, settings: SchedulerSettings) -> None:
         self.settings = settings
         text = Path(settings.profiles).read_text(encoding="utf-8") if settings.profiles else ""
-        profs = profiles.load_profiles_yaml(text)
+        config = profiles.load_yaml(text)
+        for note in config.notes:
+            log.warning("scheduler config: %s", note)
         clock = SystemClock()
         # Tracing off: None, the core's observer does nothing and the loops skip every
         # tracing step.
@@ -67,14 +69,21 @@ class SchedulerService:
         if tracing.enabled():
             self.traces = SchedulingTraces(queued_of=lambda uid: self.state.queue.get(uid))
         algo = algorithm.FrameworkAlgorithm(
-            cache=SchedulerCache(clock=clock), profiles=profs, observer=self.traces or NO_OBSERVER
+            cache=SchedulerCache(clock=clock),
+            profiles=config.profiles,
+            observer=self.traces or NO_OBSERVER,
         )
         self.state = SchedulerState(
             algo=algo,
-            queue=SchedulingQueue(clock=clock),
+            queue=SchedulingQueue(
+                clock=clock,
+                initial_backoff=config.pod_initial_backoff_seconds,
+                max_backoff=config.pod_max_backoff_seconds,
+            ),
             clock=clock,
             scheduler_id=settings.scheduler_id,
             bind_timeout=settings.bind_timeout,
+            volume_bind_timeout=_volume_bind_timeout(settings, config),
             leading=not settings.leader_elect,
             # Unique per process: a restarted scheduler must not reuse a decision id that a
             # binder still remembers (it would answer with the old decision's outcome).
@@ -271,6 +280,20 @@ async def serve(settings: SchedulerSettings) -> int:
     """Run the scheduler until SIGTERM/SIGINT or a lost Lease; returns the exit code.
     Built inside the running loop, after tracing is set up (`SchedulingTraces` needs it)."""
     return await service.serve(SchedulerService(settings), settings.common)
+
+
+def _volume_bind_timeout(settings: SchedulerSettings, config: profiles.SchedulerConfig) -> float:
+    """--volume-bind-timeout, else the profiles' VolumeBinding bindTimeoutSeconds (kube's
+    600 s when none sets it). kube-scheduler accepts 0 and times every volume binding out
+    at once; a decision here needs time for the binder's step, so 0 is refused."""
+    if settings.volume_bind_timeout is not None:
+        return settings.volume_bind_timeout
+    if config.volume_bind_timeout_seconds <= 0:
+        raise profiles.ProfileError(
+            "VolumeBinding bindTimeoutSeconds must be positive here: a decision with volume "
+            "bindings needs time for the binder's volume step (or set --volume-bind-timeout)"
+        )
+    return float(config.volume_bind_timeout_seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

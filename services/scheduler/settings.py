@@ -5,10 +5,11 @@ and the test stacks pass them) and `SchedulerSettings`, the frozen value
 
 Besides the shared part (listen addresses, TLS, logging, and the kubeconfig, used only
 for the leader Lease): where the watcher and the binders are, the profiles file, this
-replica's id, how long and how often a decision is tried, and leader election. Resolved
-here rather than later: ``--settle-seconds`` (3 with ``--leader-elect``, else 0), and the
-Lease timings are checked (duration > renew deadline > retry period > 0) with an error
-that names the flags.
+replica's id, how long and how often a decision is tried (a decision whose binder binds
+volumes first has its own, longer deadline), and leader election. Resolved here rather
+than later: ``--settle-seconds`` (3 with ``--leader-elect``, else 0), and the checks, with
+an error that names the flags: the Lease timings (duration > renew deadline > retry
+period > 0) and a positive ``--volume-bind-timeout``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ SERVICE = scheduler_pb2.DESCRIPTOR.services_by_name["Scheduler"]
 RESTRICTED_RPCS = ("ReportBindingOutcome", "Simulate")
 #: Seconds a leader waits before its first decision when ``--settle-seconds`` is not given.
 LEADER_SETTLE_SECONDS = 3.0
+#: kube-scheduler's default VolumeBindingArgs.bindTimeoutSeconds.
+VOLUME_BIND_TIMEOUT = 600.0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +49,21 @@ def build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1:50052",
         help="binders' gRPC target: dns:///svc:port (headless Service) or ipv4:a:p,b:p",
     )
-    p.add_argument("--profiles", help="scheduler profiles YAML (default: one 'splitsched')")
+    p.add_argument(
+        "--profiles",
+        help="an unmodified KubeSchedulerConfiguration v1 file (default: one profile, splitsched)",
+    )
     p.add_argument("--scheduler-id", default=f"{socket.gethostname()}-{os.getpid()}")
     p.add_argument("--bind-timeout", type=float, default=30.0, help="seconds per decision")
     p.add_argument("--bind-attempts", type=int, default=5, help="Binding API attempts")
+    p.add_argument(
+        "--volume-bind-timeout",
+        type=float,
+        default=None,
+        help="seconds per decision whose binder binds volumes first and waits for the PV "
+        "controller (default: the profiles' VolumeBinding bindTimeoutSeconds, else "
+        f"{VOLUME_BIND_TIMEOUT:g}, as kube-scheduler)",
+    )
     p.add_argument(
         "--settle-seconds",
         type=float,
@@ -110,13 +124,17 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
     watcher: str
     #: The binders' gRPC target (a headless Service's ``dns:///`` name or ``ipv4:`` list).
     binders: str
-    #: The profiles YAML file (None: one profile, 'splitsched').
+    #: The KubeSchedulerConfiguration file (None: one profile, 'splitsched').
     profiles: str | None
     #: This replica's id: in decisions, as the watch subscriber and as the Lease holder.
     scheduler_id: str
     #: Seconds a decision may take to be bound, and Binding API attempts per decision.
     bind_timeout: float
     bind_attempts: int
+    #: Seconds a decision with volume bindings may take: its binder waits for the PV
+    #: controller (and a provisioner) before the Binding.
+    #: --volume-bind-timeout; None: the profiles' VolumeBinding bindTimeoutSeconds.
+    volume_bind_timeout: float | None
     #: Seconds a new leader with a synced view waits before its first decision.
     settle_seconds: float
     #: Whether only the holder of the Lease schedules (several replicas).
@@ -135,6 +153,10 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
         """From resolved options; raises ConfigError naming the flag."""
         if args.leader_elect:
             check_lease_timings(args.lease_duration, args.renew_deadline, args.retry_period)
+        if args.volume_bind_timeout is not None and not args.volume_bind_timeout > 0:
+            raise ConfigError(
+                f"--volume-bind-timeout must be positive, got {args.volume_bind_timeout:g}"
+            )
         settle = args.settle_seconds
         if settle is None:
             settle = LEADER_SETTLE_SECONDS if args.leader_elect else 0.0
@@ -146,6 +168,7 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
             scheduler_id=args.scheduler_id,
             bind_timeout=args.bind_timeout,
             bind_attempts=args.bind_attempts,
+            volume_bind_timeout=args.volume_bind_timeout,
             settle_seconds=settle,
             leader_elect=bool(args.leader_elect),
             lease_name=args.lease_name,

@@ -136,15 +136,19 @@ def confirm_span(
 ) -> None:
     """`confirm`: from a binder's BOUND report (or from now, if the watch came first) to
     the watch event showing the pod on `node`; a node other than the decided one fails
-    it and the root."""
+    it and the root. `splitsched.binder.id` names the binder that reported, and is left
+    off when the watch came first: the scheduler does not know then which binder made
+    the Binding (the binder's `bind` span in the same trace says)."""
+    attributes: dict[str, Any] = {
+        "k8s.node.name": node,
+        "splitsched.confirmed_by": "binder+watch" if reported_at else "watch",
+    }
+    if binder_id:
+        attributes["splitsched.binder.id"] = binder_id
     confirm = tracer().start_span(
         "confirm",
         context=trace.set_span_in_context(root),
-        attributes={
-            "k8s.node.name": node,
-            "splitsched.confirmed_by": "binder+watch" if reported_at else "watch",
-            "splitsched.binder.id": binder_id,
-        },
+        attributes=attributes,
         start_time=reported_at or now,
     )
     if node != decided:

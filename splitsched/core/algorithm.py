@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import random
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from splitsched.core import framework, models, nominated_rooms, storage, whatif
+from splitsched.core import fit_error, framework, models, nominated_rooms, storage, whatif
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominated_rooms import NOMINATED_PODS
@@ -35,7 +35,6 @@ from splitsched.core.results import (
     BindInfo,
     Explanation,
     PluginRejections,
-    PreemptInfo,
     ScheduleResult,
     ScoredNodes,
     WaitInfo,
@@ -107,17 +106,34 @@ class FrameworkAlgorithm:
 
     def _pre_filter(
         self, profile: framework.Profile, state: framework.CycleState, pod: models.Pod
-    ) -> WaitInfo | None:
+    ) -> framework.Status | None:
+        """Run PreFilter; the status of the plugin that rejects the pod outright, or None.
+        A plugin that names the only nodes worth filtering narrows `state.node_subset`; if
+        the named sets share no node, that rejects the pod (in kube-scheduler's words)."""
         for p in profile.pre_filter:
             status = p.pre_filter(state, pod, self.table)
             if status.code is framework.Code.SKIP:
                 state.skip_filter.add(p.name)
             elif not status.ok:
-                reasons = status.reasons or (f"rejected by {p.name}",)
-                # kube-scheduler's FitError names a PreFilter rejection once, not per node.
-                summary = f"0/{self.table.n} nodes are available: {', '.join(reasons)}."
-                return dataclasses.replace(self._reject_all(p.name, reasons), summary=summary)
+                return dataclasses.replace(status, plugin=p.name)
+            elif status.node_names is not None:
+                subset = state.node_subset
+                state.node_subset = subset = (
+                    framework.NodeSubset(status.node_names, (p.name,))
+                    if subset is None
+                    else subset.narrowed(p.name, status.node_names)
+                )
+                if not subset.names:
+                    return framework.Status.unschedulable(
+                        subset.empty_reason, plugin=p.name, resolvable=False
+                    )
         return None
+
+    def _pre_filter_wait(self, status: framework.Status) -> WaitInfo:
+        """kube-scheduler's FitError names a PreFilter rejection once, not per node."""
+        reasons = status.reasons or (f"rejected by {status.plugin}",)
+        summary = f"0/{self.table.n} nodes are available: {', '.join(reasons)}."
+        return dataclasses.replace(self._reject_all(status.plugin, reasons), summary=summary)
 
     def _filter(
         self,
@@ -129,14 +145,21 @@ class FrameworkAlgorithm:
         nominated: bool = True,
     ) -> tuple[BoolArray, IntArray]:
         """The feasible mask and, per row, the index of the first filter that rejected it
-        (-1 where feasible; len(profile.filter) where only `suggested` excluded it;
-        len(profile.filter) + 1 where it fits only without the pods nominated there)."""
+        (-1 where feasible; past the filters' indexes, `fit_error`'s marks say why a row no
+        filter rejected is not feasible)."""
         n = self.table.n
+        past = len(profile.filter)
         mask = np.ones(n, dtype=np.bool_) if suggested is None else suggested.copy()
         rejected_by = np.full(n, -1, dtype=np.int64)
         if suggested is not None:
-            rejected_by[~suggested] = len(profile.filter)
-        for i, plugin in enumerate(profile.filter):
+            rejected_by[~suggested] = past + fit_error.NOT_SUGGESTED
+        filters: Sequence[framework.FilterPlugin] = profile.filter
+        if state.node_subset is not None:
+            named = self._rows_named(state.node_subset.names)
+            rejected_by[~named] = past + fit_error.LEFT_OUT
+            mask &= named
+            filters = filters if mask.any() else ()
+        for i, plugin in enumerate(filters):
             if plugin.name in state.skip_filter:
                 continue
             fits = plugin.filter(state, pod, self.table)
@@ -149,6 +172,15 @@ class FrameworkAlgorithm:
         if nominated and self.nominator and mask.any():
             self._keep_nominated_rooms(profile, pod, mask, rejected_by)
         return mask, rejected_by
+
+    def _rows_named(self, names: Iterable[str]) -> BoolArray:
+        """The rows of these node names (names of no node are ignored, as kube does)."""
+        mask = np.zeros(self.table.n, dtype=np.bool_)
+        for name in names:
+            row = self.table.row_of.get(name)
+            if row is not None:
+                mask[row] = True
+        return mask
 
     # ---- rooms held for nominated pods ---------------------------------------------------
     def _surely_fitting_dropped(
@@ -190,7 +222,7 @@ class FrameworkAlgorithm:
         lost = rows if again is None else rows[~again[0][rows]]
         if lost.size:
             mask[lost] = False
-            rejected_by[lost] = len(profile.filter) + 1
+            rejected_by[lost] = len(profile.filter) + fit_error.HELD_ROOM
 
     def nominated_rejections(
         self, profile: framework.Profile, pod: models.Pod, mask: BoolArray
@@ -213,50 +245,6 @@ class FrameworkAlgorithm:
             nominator=self.nominator, cache=self.cache, profile=profile, pod=pod, rows=rows,
             refilter=self._filter_afresh,
         )  # fmt: skip
-
-    def _wait_from_rejections(
-        self,
-        profile: framework.Profile,
-        state: framework.CycleState,
-        pod: models.Pod,
-        rejected_by: IntArray,
-    ) -> WaitInfo:
-        counts: Counter[str] = Counter()
-        node_reasons: dict[str, str] = {}
-        node_plugins: dict[str, str] = {}
-        failed: set[str] = set()
-        names = self.table.names
-        for i, plugin in enumerate(profile.filter):
-            rows = np.flatnonzero(rejected_by == i)
-            if rows.size == 0:
-                continue
-            failed.add(plugin.name)
-            reasons = plugin.failure_reasons(state, pod, self.table, rows.tolist())
-            for row, rs in zip(rows.tolist(), reasons, strict=True):
-                counts.update(rs)
-                node_reasons[names[row]] = "; ".join(rs)
-                node_plugins[names[row]] = plugin.name
-        outside = np.flatnonzero(rejected_by == len(profile.filter))
-        if outside.size:
-            counts["node(s) were not among the suggested nodes"] += int(outside.size)
-            for row in outside.tolist():
-                node_reasons[names[row]] = "not among the suggested nodes"
-        held = np.flatnonzero(rejected_by == len(profile.filter) + 1)
-        if held.size:
-            reasons_of, plugins = self._held_room_reasons(profile, pod, held.tolist())
-            failed |= plugins
-            for row, rs in reasons_of.items():
-                counts.update(rs)
-                node_reasons[names[row]] = "; ".join(rs)
-                node_plugins[names[row]] = NOMINATED_PODS
-        return WaitInfo(
-            summary=format_summary(self.table.n, counts),
-            reason_counts=dict(counts),
-            failed_plugins=frozenset(failed),
-            failed_node_reasons=node_reasons,
-            failed_node_plugins=node_plugins,
-            total_nodes=self.table.n,
-        )
 
     def score(
         self,
@@ -306,27 +294,21 @@ class FrameworkAlgorithm:
         return int(best[self.rng.randrange(best.size)])
 
     def _suggested_mask(self, suggested_nodes: Sequence[str] | None) -> BoolArray | None:
-        if suggested_nodes is None:
-            return None
-        mask = np.zeros(self.table.n, dtype=np.bool_)
-        for name in suggested_nodes:
-            row = self.table.row_of.get(name)
-            if row is not None:
-                mask[row] = True
-        return mask
+        return None if suggested_nodes is None else self._rows_named(suggested_nodes)
 
     def schedule(
         self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
     ) -> ScheduleResult:
         """One scheduling cycle without side effects on the cache (see `assume`)."""
         self.observer.schedule_started(pod)
-        result = self._schedule_cycle(pod, suggested_nodes)
+        result = self.run_cycle(pod, suggested_nodes)
         self.observer.schedule_finished(pod, result)
         return result
 
-    def _schedule_cycle(
-        self, pod: models.Pod, suggested_nodes: Sequence[str] | None
+    def run_cycle(
+        self, pod: models.Pod, suggested_nodes: Sequence[str] | None = None
     ) -> ScheduleResult:
+        """`schedule` without telling the observer: Explain's summary is what it answers."""
         state = framework.CycleState()
         profile = self.profile_for(pod)
         if profile is None:
@@ -339,31 +321,20 @@ class FrameworkAlgorithm:
             return ScheduleResult(wait=self._reject_all(NO_NODES, ()), state=state)
         rejected = self._pre_filter(profile, state, pod)
         if rejected is not None:
-            return ScheduleResult(wait=rejected, state=state)
+            every = range(self.table.n) if rejected.code is framework.Code.UNSCHEDULABLE else ()
+            return fit_error.post_filter(
+                table=self.table, profile=profile, state=state, pod=pod,
+                wait=self._pre_filter_wait(rejected), candidates=every,
+                misfit=self._misfit(profile, pod),
+            )  # fmt: skip
         mask, rejected_by = self._filter(profile, state, pod, self._suggested_mask(suggested_nodes))
         feasible = np.flatnonzero(mask)
         if feasible.size == 0:
-            wait = self._wait_from_rejections(profile, state, pod, rejected_by)
-            resolvable = [
-                i for i, plugin in enumerate(profile.filter) if plugin.resolvable_by_preemption
-            ]
-            resolvable.append(len(profile.filter) + 1)  # rooms held for nominated pods
-            candidates = np.flatnonzero(np.isin(rejected_by, resolvable)).tolist()
-
-            def fits() -> BoolArray:
-                fresh = framework.CycleState()
-                if self._pre_filter(profile, fresh, pod) is not None:
-                    return np.zeros(self.table.n, dtype=np.bool_)
-                return self._filter(profile, fresh, pod, None)[0]
-
-            for post in profile.post_filter if candidates else ():
-                nominated = post.post_filter(state, pod, self.table, candidates, fits)
-                if nominated is not None:
-                    return ScheduleResult(
-                        preempt=PreemptInfo(nominated.node, nominated.victims, wait),
-                        state=state,
-                    )
-            return ScheduleResult(wait=wait, state=state)
+            why = self._rejections(profile, state, pod, rejected_by)
+            return fit_error.post_filter(
+                table=self.table, profile=profile, state=state, pod=pod, wait=why.wait(),
+                candidates=why.preemption_candidates(), misfit=self._misfit(profile, pod),
+            )  # fmt: skip
         if feasible.size == 1:
             node = self.table.names[int(feasible[0])]
             return ScheduleResult(bind=BindInfo(node, 0.0, 1), state=state)
@@ -378,6 +349,33 @@ class FrameworkAlgorithm:
         return ScheduleResult(
             bind=BindInfo(node, float(scored.total[pick]), int(feasible.size)), state=state
         )
+
+    # ---- when no node fits ---------------------------------------------------------------
+    def _misfit(self, profile: framework.Profile, pod: models.Pod) -> framework.Misfit:
+        """`framework.Misfit` for PostFilter what-ifs: PreFilter and Filter afresh (rooms
+        held for nominated pods counted), then the first rejecting plugin's reasons."""
+
+        def misfit(row: int) -> tuple[str, ...]:
+            fresh = framework.CycleState()
+            rejected = self._pre_filter(profile, fresh, pod)
+            if rejected is not None:
+                return rejected.reasons or (f"rejected by {rejected.plugin}",)
+            mask, rejected_by = self._filter(profile, fresh, pod, None)
+            if mask[row]:
+                return ()
+            return self._rejections(profile, fresh, pod, rejected_by).reasons_of(row)
+
+        return misfit
+
+    def _rejections(
+        self,
+        profile: framework.Profile,
+        state: framework.CycleState,
+        pod: models.Pod,
+        rejected_by: IntArray,
+    ) -> fit_error.Rejections:
+        held = functools.partial(self._held_room_reasons, profile, pod)
+        return fit_error.Rejections(self.table, profile, state, pod, rejected_by, held)
 
     def scored_nodes(self, profile: framework.Profile, pod: models.Pod) -> ScoredNodes | None:
         """Scores of every feasible node (for Simulate's top nodes); None if none fits."""

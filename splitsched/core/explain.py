@@ -2,21 +2,22 @@
 
 A scheduling cycle stops at the first filter that rejects a node; a person asking "why is
 my pod pending?" wants all of them, grouped by plugin, and whether evicting lower-priority
-pods could help. Runs inside a what-if session (`splitsched.core.whatif`), so it sees the
-pods simulated before it; reads the table and changes nothing. Called through
+pods could help. Its summary, for a pod that fits nowhere, is the FailedScheduling message
+a cycle writes (one more cycle, `run_cycle`, which tells the observer nothing). Runs inside
+a what-if session (`splitsched.core.whatif`), so it sees the pods simulated before it;
+reads the table and changes nothing. Called through
 `FrameworkAlgorithm.explain` by the scheduler's Explain and Simulate API.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, NodeTable
-from splitsched.core.results import Explanation, PluginRejections, format_summary
+from splitsched.core.results import Explanation, PluginRejections
 
 if TYPE_CHECKING:
     from splitsched.core.algorithm import FrameworkAlgorithm
@@ -36,36 +37,32 @@ def explain_pod(algo: FrameworkAlgorithm, pod: models.Pod) -> Explanation:
         return Explanation(pod, n, np.zeros(0, dtype=np.int64), [], error, False, pod_error=error)
     state = framework.CycleState()
     mask = np.ones(n, dtype=np.bool_)
-    first_counts: Counter[str] = Counter()
     rejections = _pre_filter_rejections(profile, state, pod, table)
-    pre_rejected = bool(rejections)
     if rejections:
         mask[:] = False
-        first_counts.update({r: n for r in rejections[0].reasons[0]} if n else {})
     else:
-        rejections = _filter_rejections(profile, state, pod, table, mask, first_counts)
+        rejections = _filter_rejections(profile, state, pod, table, mask)
         if algo.nominator and mask.any():
             kept = algo.nominated_rejections(profile, pod, mask)
             if kept is not None:
                 rejections.append(kept)
-                for rs in kept.reasons:
-                    first_counts.update(rs)
                 mask[kept.rows] = False
     feasible = np.flatnonzero(mask)
     if feasible.size > 1:  # the cycle would score, and a PreScore error stops it
         error = algo.score(profile, state, pod, feasible).error
         if error:
             return Explanation(pod, n, feasible, rejections, error, False, pod_error=error)
-    summary = (
-        f"{feasible.size}/{n} nodes are available."
-        if feasible.size
-        else format_summary(n, first_counts)
-    )
-    if pre_rejected and n:
-        # As the cycle (and kube-scheduler) words a PreFilter rejection: once, not per node.
-        summary = f"0/{n} nodes are available: {', '.join(rejections[0].reasons[0])}."
+    summary = f"{feasible.size}/{n} nodes are available." if feasible.size else _why_not(algo, pod)
     might_help = feasible.size == 0 and _preemption_might_help(pod, table, rejections)
     return Explanation(pod, n, feasible, rejections, summary, might_help)
+
+
+def _why_not(algo: FrameworkAlgorithm, pod: models.Pod) -> str:
+    """The FailedScheduling message a cycle writes for the pod (with a nomination, the
+    filters' histogram alone, as kube-scheduler writes it then)."""
+    result = algo.run_cycle(pod)
+    wait = result.wait if result.wait is not None else result.preempt.wait  # type: ignore[union-attr]
+    return wait.summary
 
 
 def _pre_filter_rejections(
@@ -90,12 +87,9 @@ def _filter_rejections(
     pod: models.Pod,
     table: NodeTable,
     mask: BoolArray,
-    first_counts: Counter[str],
 ) -> list[PluginRejections]:
-    """Every Filter's rejections over all nodes; `mask` keeps the nodes all of them pass
-    and `first_counts` the reasons of each node's first rejection (the cycle's summary)."""
+    """Every Filter's rejections over all nodes; `mask` keeps the nodes all of them pass."""
     out: list[PluginRejections] = []
-    first_seen = np.zeros(table.n, dtype=np.bool_)
     for plugin in profile.filter:
         if plugin.name in state.skip_filter:
             continue
@@ -105,10 +99,6 @@ def _filter_rejections(
             continue
         reasons = plugin.failure_reasons(state, pod, table, rows.tolist())
         out.append(PluginRejections(plugin.name, rows, reasons, plugin.resolvable_by_preemption))
-        for row, rs in zip(rows.tolist(), reasons, strict=True):
-            if not first_seen[row]:
-                first_counts.update(rs)
-                first_seen[row] = True
         mask &= fits
     return out
 

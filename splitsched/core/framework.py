@@ -39,6 +39,9 @@ class Status:
     code: Code = Code.SUCCESS
     reasons: tuple[str, ...] = ()
     plugin: str = ""
+    #: A PreFilter's success may name the only nodes worth filtering (kube-scheduler's
+    #: PreFilterResult.NodeNames); None: every node.
+    node_names: frozenset[str] | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,15 +65,41 @@ _SUCCESS = Status()
 _SKIP = Status(Code.SKIP)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeSubset:
+    """The only nodes a cycle filters: the intersection of the node sets its PreFilter
+    plugins named, and which plugins named one. kube-scheduler never filters the other
+    nodes and counts them under `left_out_reason`."""
+
+    names: frozenset[str]
+    plugins: tuple[str, ...]
+
+    @property
+    def left_out_reason(self) -> str:
+        return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(self.plugins))}]"
+
+    @property
+    def empty_reason(self) -> str:
+        """kube's PreFilter rejection when the named sets have no node in common."""
+        if len(self.plugins) == 1:
+            return f"node(s) didn't satisfy plugin {self.plugins[0]}"
+        return f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(self.plugins))}] simultaneously"
+
+    def narrowed(self, plugin: str, names: frozenset[str]) -> NodeSubset:
+        return NodeSubset(self.names & names, (*self.plugins, plugin))
+
+
 class CycleState:
     """Per-pod scratch space shared by the plugins of one scheduling cycle."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "node_subset", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()
         self.skip_score: set[str] = set()
+        #: Set by PreFilter when a plugin named the only nodes worth filtering.
+        self.node_subset: NodeSubset | None = None
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -149,6 +178,25 @@ class FilterPlugin(Protocol):
 
 
 @runtime_checkable
+class PartlyResolvable(Protocol):
+    """A Filter plugin whose rejections differ in kind: on some nodes evicting pods could
+    make the pod fit (kube's Unschedulable), on others nothing could
+    (UnschedulableAndUnresolvable: a request above the node's allocatable, a required pod
+    affinity no pod matches, a missing topology label). Preemption tries only the former."""
+
+    def unresolvable(
+        self, state: CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """For each given row (rows this plugin rejected), whether no eviction can help."""
+        ...
+
+
+#: Why the pod does not fit one row of the table as it is at that moment, in the words of
+#: the first plugin that rejects it; empty when it fits (PostFilter's what-if).
+Misfit = Callable[[int], tuple[str, ...]]
+
+
+@runtime_checkable
 class PostFilterPlugin(Protocol):
     name: ClassVar[str]
 
@@ -158,13 +206,14 @@ class PostFilterPlugin(Protocol):
         pod: models.Pod,
         table: NodeTable,
         candidates: Sequence[int],
-        fits: Callable[[], BoolArray],
-    ) -> PostFilterResult | None:
-        """Called when no node fits. `candidates` are the rows whose rejection another
-        cluster state could resolve (not taints or affinity); `fits()` runs the pod's
-        PreFilter and Filter afresh against the table as it is at that moment, so a plugin
-        may change the table temporarily (and must restore it) to ask "what if".
-        Returns a nomination (e.g. preemption victims) or None."""
+        misfit: Misfit,
+    ) -> PostFilterResult | Status:
+        """Called when no node fits, in profile order. `candidates` are the rows whose
+        rejection evicting pods could resolve; `misfit(row)` runs the pod's PreFilter and
+        Filter afresh against the table as it is at that moment, so a plugin may change the
+        table temporarily (and must restore it) to ask "what if". Returns a nomination (e.g.
+        preemption victims), or a status whose reasons say why not: kube-scheduler appends
+        the Unschedulable ones to the FailedScheduling message."""
         ...
 
 

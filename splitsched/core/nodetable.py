@@ -52,7 +52,7 @@ class PodVectors:
 class NodeTable:
     """Dense arrays over all nodes. Mutated only by the cache; read by plugins."""
 
-    def __init__(self, *, initial_capacity: int = 64) -> None:
+    def __init__(self, *, initial_capacity: int = 64, storage: StorageView | None = None) -> None:
         self.resource_names: list[str] = list(_FIXED_RESOURCES)
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         cap = max(initial_capacity, 1)
@@ -77,8 +77,9 @@ class NodeTable:
         # each namespace's labels by name (InterPodAffinity's namespaceSelector).
         self.pdbs: dict[tuple[str, str], models.PodDisruptionBudget] = {}
         self.namespace_labels: dict[str, Mapping[str, str]] = {}
-        # ... and storage (claims, volumes, classes, CSINodes), with the pods using volumes.
-        self.storage = StorageView()
+        # ... and storage (claims, volumes, classes, CSINodes), with the pods using volumes
+        # (a view handed in must hold no pods: `StorageView.rewatch`).
+        self.storage = storage if storage is not None else StorageView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._memo: dict[tuple[object, ...], object] = {}
         self._memo_version = -1

@@ -1,225 +1,193 @@
-"""Profiles from configuration: which plugins run at each extension point, per schedulerName.
+"""Profiles from a KubeSchedulerConfiguration: which plugins run at each extension point,
+per schedulerName, built from an unmodified kubescheduler.config.k8s.io/v1 document.
 
-The YAML mirrors KubeSchedulerConfiguration's `profiles` so a kube-scheduler user can read
-it: per profile a `schedulerName`, `plugins.<point>.enabled/disabled` (a `*` disables all
-defaults) and `pluginConfig` args. Called by the scheduler service and `splitsched
-simulate` to build the framework; unknown plugin names or malformed entries raise
-ProfileError naming the offending field.
+`load_yaml` / `load` read the document strictly (`schedconfig.document`: unknown fields
+and plugins refused in kube-scheduler's words, fields that do not apply noted), resolve
+each profile's plugins by kube-scheduler's rules (`schedconfig.resolve`) and build the
+plugins that run here (`splitsched.core.plugins.REGISTRY`) with their pluginConfig args,
+one instance per plugin per profile. A profile without schedulerName is `splitsched`'s
+(kube-scheduler would call it default-scheduler: splitsched runs beside it). Called by
+the scheduler service and `splitsched simulate`; errors are `ProfileError`, naming the
+field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import yaml
 
 from splitsched.core import framework
 from splitsched.core.plugins import REGISTRY
+from splitsched.core.plugins.volume_binding import VolumeBinding
+from splitsched.core.schedconfig import document, resolve
+from splitsched.core.schedconfig import kubeplugins as kp
+from splitsched.core.schedconfig.schema import SchedulerConfigError
 
+ProfileError = SchedulerConfigError
 DEFAULT_SCHEDULER_NAME = "splitsched"
-
-# kube-scheduler v1.36's default plugin order (filters cheapest-first; the first filter to
-# reject a node names it in the message) and score weights, less what is not a plugin here
-# (tests/unit/core/test_default_profile.py holds kube's table and says why for each).
-DEFAULT_PLUGINS: tuple[str, ...] = (
-    "NodeUnschedulable",
-    "NodeName",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "NodeResourcesFit",
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "DefaultPreemption",
-    "NodeResourcesBalancedAllocation",
-    "ImageLocality",
-)
-DEFAULT_SCORE_WEIGHTS: Mapping[str, int] = {
-    "TaintToleration": 3,
-    "NodeAffinity": 2,
-    "PodTopologySpread": 2,
-    "InterPodAffinity": 2,
-    "NodeResourcesFit": 1,
-    "NodeResourcesBalancedAllocation": 1,
-    "ImageLocality": 1,
-}
-EXTENSION_POINTS = ("preFilter", "filter", "postFilter", "preScore", "score", "reserve", "permit")
-_PROTOCOLS: Mapping[str, type] = {
-    "preFilter": framework.PreFilterPlugin,
-    "filter": framework.FilterPlugin,
-    "postFilter": framework.PostFilterPlugin,
-    "preScore": framework.PreScorePlugin,
-    "score": framework.ScorePlugin,
-    "reserve": framework.ReservePlugin,
-    "permit": framework.PermitPlugin,
+#: kube-scheduler v1.36's default plugins that are plugins here, in its order.
+DEFAULT_PLUGINS: tuple[str, ...] = tuple(n for n, _ in kp.DEFAULT_MULTI_POINT if n in REGISTRY)
+#: The points splitsched runs as plugin lists: the protocol and the Profile attribute.
+_OURS: Mapping[str, tuple[type, str]] = {
+    "preFilter": (framework.PreFilterPlugin, "pre_filter"),
+    "filter": (framework.FilterPlugin, "filter"),
+    "postFilter": (framework.PostFilterPlugin, "post_filter"),
+    "preScore": (framework.PreScorePlugin, "pre_score"),
+    "score": (framework.ScorePlugin, "score"),
+    "reserve": (framework.ReservePlugin, "reserve"),
+    "permit": (framework.PermitPlugin, "permit"),
 }
 
 
-class ProfileError(ValueError):
-    """A scheduler configuration that cannot be used; the message names the field."""
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """A loaded configuration: the profiles by schedulerName, the queue's backoff, the
+    VolumeBinding deadline, and the notes to report once."""
+
+    profiles: dict[str, framework.Profile]
+    pod_initial_backoff_seconds: int
+    pod_max_backoff_seconds: int
+    #: VolumeBindingArgs.bindTimeoutSeconds (one for all profiles; kube's default 600).
+    volume_bind_timeout_seconds: int
+    notes: tuple[str, ...]
 
 
-def _names(entries: Any, where: str) -> list[tuple[str, int | None]]:
-    if entries is None:
-        return []
-    if not isinstance(entries, list):
-        raise ProfileError(f"{where}: expected a list of {{name: ...}} entries")
-    out: list[tuple[str, int | None]] = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            raise ProfileError(f"{where}[{i}]: each entry needs a string 'name'")
-        weight = entry.get("weight")
-        if weight is not None and (not isinstance(weight, int) or weight < 0):
-            raise ProfileError(f"{where}[{i}].weight: must be a non-negative integer")
-        out.append((entry["name"], weight))
-    return out
+def load_yaml(text: str) -> SchedulerConfig:
+    """A configuration from YAML text ("" is the default: one `splitsched` profile)."""
+    return _load(document.read_yaml(text))
 
 
-def build_profile(spec: Mapping[str, Any], *, where: str = "profiles[0]") -> framework.Profile:
-    """One profile from its config mapping (see module docstring). Each extension point
-    runs the multiPoint set (`_multi_point`) adjusted by the point's own enabled/disabled
-    lists (`_chosen`), keeping the plugins that implement the point; a plugin enabled
-    explicitly at a point it lacks is an error."""
-    name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
-    if not isinstance(name, str) or not name:
-        raise ProfileError(f"{where}.schedulerName: must be a non-empty string")
-    instances = _Instances(_plugin_args(spec, where), where)
-    plugins_cfg = _plugins_config(spec, where)
-    base = _multi_point(plugins_cfg, where)
-    profile = framework.Profile(scheduler_name=name)
-    for point in EXTENSION_POINTS:
-        proto = _PROTOCOLS[point]
-        for plugin_name, weight, explicit in _chosen(plugins_cfg, point, base, where):
-            obj = instances.get(plugin_name, f"{where}.plugins.{point}")
-            if not isinstance(obj, proto):
-                if explicit:
-                    raise ProfileError(
-                        f"{where}.plugins.{point}: plugin {plugin_name!r} has no {point} point"
-                    )
-                continue
-            if point == "score":
-                w = weight if weight is not None else DEFAULT_SCORE_WEIGHTS.get(plugin_name, 1)
-                if w:
-                    profile.score.append(framework.ScoreEntry(obj, w))  # type: ignore[arg-type]
-            else:
-                getattr(profile, _attr(point)).append(obj)
-    return profile
+def load(data: Mapping[str, Any] | None) -> SchedulerConfig:
+    """A configuration from a parsed document (None: the default)."""
+    return _load(document.read(data))
 
 
-def _plugin_args(spec: Mapping[str, Any], where: str) -> dict[str, Mapping[str, Any]]:
-    """pluginConfig: each plugin's args by plugin name."""
-    plugin_args: dict[str, Mapping[str, Any]] = {}
-    for i, pc in enumerate(spec.get("pluginConfig") or []):
-        if not isinstance(pc, Mapping) or not isinstance(pc.get("name"), str):
-            raise ProfileError(f"{where}.pluginConfig[{i}]: needs a string 'name'")
-        args = pc.get("args") or {}
-        if not isinstance(args, Mapping):
-            raise ProfileError(f"{where}.pluginConfig[{i}].args: must be a mapping")
-        plugin_args[pc["name"]] = args
-    return plugin_args
-
-
-def _plugins_config(spec: Mapping[str, Any], where: str) -> Mapping[str, Any]:
-    """plugins: a mapping whose keys are extension points (or multiPoint)."""
-    plugins_cfg = spec.get("plugins") or {}
-    if not isinstance(plugins_cfg, Mapping):
-        raise ProfileError(f"{where}.plugins: must be a mapping")
-    for point in plugins_cfg:
-        if point not in (*EXTENSION_POINTS, "multiPoint"):
-            raise ProfileError(f"{where}.plugins.{point}: unknown extension point")
-    return plugins_cfg
-
-
-class _Instances:
-    """One instance per plugin name for the whole profile, built on first use with its
-    pluginConfig args, so a plugin at several points shares its state."""
-
-    def __init__(self, plugin_args: Mapping[str, Mapping[str, Any]], where: str) -> None:
-        self._args = plugin_args
-        self._where = where
-        self._built: dict[str, object] = {}
-
-    def get(self, plugin_name: str, field_path: str) -> object:
-        if plugin_name not in self._built:
-            factory = REGISTRY.get(plugin_name)
-            if factory is None:
-                known = ", ".join(sorted(REGISTRY))
-                raise ProfileError(f"{field_path}: unknown plugin {plugin_name!r} (known: {known})")
-            try:
-                self._built[plugin_name] = factory(self._args.get(plugin_name, {}))
-            except (TypeError, ValueError, KeyError) as exc:
-                raise ProfileError(f"{self._where}.pluginConfig[{plugin_name}]: {exc}") from exc
-        return self._built[plugin_name]
-
-
-def _multi_point(plugins_cfg: Mapping[str, Any], where: str) -> list[tuple[str, int | None]]:
-    """The plugins every point starts from: the defaults less multiPoint's disabled ones
-    (all of them for `*`), then multiPoint's enabled ones."""
-    multi = plugins_cfg.get("multiPoint") or {}
-    multi_disabled = {n for n, _ in _names(multi.get("disabled"), f"{where}.plugins.multiPoint")}
-    multi_enabled = _names(multi.get("enabled"), f"{where}.plugins.multiPoint.enabled")
-    base: list[tuple[str, int | None]] = (
-        []
-        if "*" in multi_disabled
-        else [(n, None) for n in DEFAULT_PLUGINS if n not in multi_disabled]
-    )
-    base += [e for e in multi_enabled if e[0] not in {b[0] for b in base}]
-    return base
-
-
-def _chosen(
-    plugins_cfg: Mapping[str, Any],
-    point: str,
-    base: list[tuple[str, int | None]],
-    where: str,
-) -> list[tuple[str, int | None, bool]]:
-    """(name, weight, explicitly enabled) of the plugins configured at one point: `base`
-    less the point's disabled ones (all for `*`), then the point's enabled ones."""
-    cfg = plugins_cfg.get(point) or {}
-    if not isinstance(cfg, Mapping):
-        raise ProfileError(f"{where}.plugins.{point}: must be a mapping")
-    disabled = {n for n, _ in _names(cfg.get("disabled"), f"{where}.plugins.{point}.disabled")}
-    enabled = _names(cfg.get("enabled"), f"{where}.plugins.{point}.enabled")
-    chosen: list[tuple[str, int | None, bool]] = []
-    if "*" not in disabled:
-        chosen = [(n, w, False) for n, w in base if n not in disabled]
-    chosen += [(n, w, True) for n, w in enabled if n not in {c[0] for c in chosen}]
-    return chosen
-
-
-def _attr(point: str) -> str:
-    return {"preFilter": "pre_filter", "postFilter": "post_filter", "preScore": "pre_score"}.get(
-        point, point
-    )
-
-
-def load_profiles(config: Mapping[str, Any] | None) -> dict[str, framework.Profile]:
-    """All profiles of a config mapping, keyed by schedulerName; the default profile when
-    the config is empty."""
-    specs: Sequence[Any] = (config or {}).get("profiles") or [{}]
-    if not isinstance(specs, list):
-        raise ProfileError("profiles: expected a list")
-    out: dict[str, framework.Profile] = {}
-    for i, spec in enumerate(specs):
-        if not isinstance(spec, Mapping):
-            raise ProfileError(f"profiles[{i}]: expected a mapping")
-        profile = build_profile(spec, where=f"profiles[{i}]")
-        if profile.scheduler_name in out:
-            raise ProfileError(f"profiles[{i}].schedulerName: duplicate {profile.scheduler_name!r}")
-        out[profile.scheduler_name] = profile
-    return out
+def load_profiles(data: Mapping[str, Any] | None) -> dict[str, framework.Profile]:
+    return load(data).profiles
 
 
 def load_profiles_yaml(text: str) -> dict[str, framework.Profile]:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"scheduler config is not valid YAML: {exc}") from exc
-    if data is not None and not isinstance(data, Mapping):
-        raise ProfileError("scheduler config: expected a mapping at the top level")
-    return load_profiles(data)
+    return load_yaml(text).profiles
+
+
+def build_profile(spec: Mapping[str, Any]) -> framework.Profile:
+    """The one profile of a document whose `profiles` is `[spec]` (tests, tools)."""
+    return next(iter(load({"profiles": [spec]}).profiles.values()))
+
+
+def _load(doc: document.Document) -> SchedulerConfig:
+    out: dict[str, framework.Profile] = {}
+    notes = list(doc.notes)
+    timeouts: list[tuple[str, int]] = []
+    for where, spec in doc.profiles:
+        profile = _build(spec, where, notes)
+        if profile.scheduler_name in out:
+            raise ProfileError(f"{where}.schedulerName: duplicate {profile.scheduler_name!r}")
+        out[profile.scheduler_name] = profile
+        timeouts += [(where, t) for t in _bind_timeouts(profile)]
+    _check_common_queue_sort(doc.profiles)
+    for where, timeout in timeouts[1:]:
+        if timeout != timeouts[0][1]:
+            raise ProfileError(
+                f"{where}: VolumeBinding bindTimeoutSeconds {timeout} differs from "
+                f"{timeouts[0][0]}'s {timeouts[0][1]}: splitsched has one deadline for "
+                "decisions with volume bindings"
+            )
+    return SchedulerConfig(
+        profiles=out,
+        pod_initial_backoff_seconds=doc.pod_initial_backoff_seconds,
+        pod_max_backoff_seconds=doc.pod_max_backoff_seconds,
+        volume_bind_timeout_seconds=(
+            timeouts[0][1] if timeouts else VolumeBinding.DEFAULT_BIND_TIMEOUT
+        ),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+def _build(spec: Mapping[str, Any], where: str, notes: list[str]) -> framework.Profile:
+    """One profile: resolve its plugins (kube's rules), build those that are plugins here
+    and put each at the points it runs."""
+    name = spec.get("schedulerName", DEFAULT_SCHEDULER_NAME)
+    if not name:
+        raise ProfileError(f"{where}.schedulerName: Required value")
+    resolved = resolve.resolve(spec.get("plugins"), where, name)
+    notes.extend(resolved.notes)
+    instances = _instances(spec, resolved, where)
+    profile = framework.Profile(scheduler_name=name)
+    for point, (proto, attr) in _OURS.items():
+        for plugin_name in _run_at(point, resolved):
+            obj = instances.get(plugin_name)
+            if obj is None or not isinstance(obj, proto):
+                continue  # built in, not run here, or a no-op here (VolumeBinding's Score)
+            if point == "score":
+                entry = framework.ScoreEntry(obj, resolved.weights[plugin_name])  # type: ignore[arg-type]
+                profile.score.append(entry)
+            else:
+                getattr(profile, attr).append(obj)
+    return profile
+
+
+def _run_at(point: str, resolved: resolve.Resolved) -> tuple[str, ...]:
+    """The plugins at a point; ours that pre-score where kube's do not (ImageLocality)
+    pre-score wherever they score."""
+    names = resolved.points[point]
+    if point != "preScore":
+        return names
+    extra = [n for n in resolved.points["score"] if "preScore" not in kp.POINTS_OF[n]]
+    return (*names, *extra)
+
+
+def _instances(
+    spec: Mapping[str, Any], resolved: resolve.Resolved, where: str
+) -> dict[str, object]:
+    """One instance per plugin of the registry that runs somewhere or has pluginConfig
+    (so its args are judged even when it is disabled, as kube validates them)."""
+    configured = {pc["name"]: j for j, pc in enumerate(spec.get("pluginConfig") or ())}
+    if len(configured) < len(spec.get("pluginConfig") or ()):
+        names = [pc["name"] for pc in spec["pluginConfig"]]
+        dup = next(i for i, n in enumerate(names) if names.index(n) != i)
+        raise ProfileError(f"{where}.pluginConfig[{dup}]: Duplicate value: {names[dup]!r}")
+    wanted = [n for point in _OURS for n in resolved.points[point]] + list(configured)
+    out: dict[str, object] = {}
+    for name in dict.fromkeys(wanted):
+        factory = REGISTRY.get(name)
+        if factory is None:
+            continue
+        j = configured.get(name)
+        args = _args(spec["pluginConfig"][j]) if j is not None else {}
+        try:
+            out[name] = factory(args)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ProfileError(f"{where}.pluginConfig[{j}].args.{exc}") from exc
+    return out
+
+
+def _args(entry: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pluginConfig entry's args less their type fields (checked by the document)."""
+    args = entry.get("args") or {}
+    return {k: v for k, v in args.items() if k not in ("apiVersion", "kind")}
+
+
+def _bind_timeouts(profile: framework.Profile) -> list[int]:
+    """The profile's VolumeBinding bindTimeoutSeconds, if VolumeBinding runs in it."""
+    plugins = [*profile.pre_filter, *profile.filter, *profile.reserve]
+    found = {p.bind_timeout_seconds for p in plugins if isinstance(p, VolumeBinding)}
+    return sorted(found)
+
+
+def _check_common_queue_sort(specs: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """kube-scheduler has one queue: every profile must configure queueSort alike."""
+
+    def queue_sort(spec: Mapping[str, Any]) -> object:
+        """The queueSort set as kube compares it (an empty list is no list)."""
+        raw = ((spec.get("plugins") or {}).get("queueSort")) or {}
+        enabled = [(p["name"], p.get("weight") or 0) for p in raw.get("enabled") or ()]
+        return enabled, [p["name"] for p in raw.get("disabled") or ()]
+
+    first = queue_sort(specs[0][1])
+    for where, spec in specs[1:]:
+        if queue_sort(spec) != first:
+            raise ProfileError(
+                f"{where}.plugins.queueSort: Invalid value: must be the same for all profiles"
+            )

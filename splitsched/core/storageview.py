@@ -1,10 +1,11 @@
 """The scheduler's view of storage: claims, volumes, classes and CSINodes as the watch shows
 them, the bindings the scheduler has assumed, and which pods use which claims.
 
-Owned by the node table (`splitsched.core.nodetable.NodeTable.storage`), so a fresh view
-comes with every fresh cache, and fed by the scheduler's state from the watch
-(`set`/`remove`). The volume plugins read it; VolumeBinding's Reserve assumes and its
-Unreserve restores.
+Owned by the node table (`splitsched.core.nodetable.NodeTable.storage`) and fed by the
+scheduler's state from the watch (`set`/`remove`). The volume plugins read it;
+VolumeBinding's Reserve assumes and its Unreserve restores. A fresh snapshot from the
+watcher builds a fresh cache around the same view (`rewatch`, then `prune` once synced):
+the decisions still in flight keep what they assumed.
 
 Assumptions follow kube-scheduler's passive assume cache (volumebinding's
 passive_assume_cache.go): an assumed volume (claimRef set to the claim that will take it)
@@ -80,6 +81,28 @@ class StorageView:
             self.classes.pop(obj.name, None)
         else:
             self.csi_nodes.pop(obj.name, None)
+
+    # ---- a fresh snapshot ------------------------------------------------------------------
+    def rewatch(self) -> None:
+        """A fresh snapshot is coming (for a fresh node table, which counts its pods again):
+        drop what the watch showed and the pods counted, but keep the assumptions. The
+        decisions that made them are still in flight; the snapshot's objects replace each
+        assumption as the watch does (a newer version), or keep it (the same one)."""
+        self.claims.clear()
+        self.volumes.clear()
+        self.classes.clear()
+        self.csi_nodes.clear()
+        self.claim_users.clear()
+        self.pods_with_volumes.clear()
+        self.volume_version += 1
+
+    def prune(self) -> None:
+        """The snapshot is complete: an assumed object it did not bring was deleted
+        meanwhile, and its assumption goes as `remove` would have taken it."""
+        for name in [n for n in self._assumed_volumes if n not in self.volumes]:
+            self.restore_volume(name)
+        for key in [k for k in self._assumed_claims if k not in self.claims]:
+            self.restore_claim(key)
 
     # ---- reads, assumptions included -------------------------------------------------------
     def claim(self, namespace: str, name: str) -> storage.PersistentVolumeClaim | None:

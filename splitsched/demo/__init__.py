@@ -2,9 +2,11 @@
 
 Starts the local control plane (etcd, kube-apiserver, kwok), 50 kwok nodes of mixed sizes
 (some tainted for GPUs, labelled by zone), the three services with 2 binders, and 1,000
-pods of mixed shapes with `schedulerName: splitsched`; shows progress while they bind,
-then a summary: bound and pending counts, pods per node, creation-to-bound latency,
-how the binders shared the work, and why the unfit pods wait (from the Scheduler API).
+pods of mixed shapes with `schedulerName: splitsched` in the namespace `shop` (and one
+more held by a scheduling gate: docs/api.md's examples name these pods); shows progress
+while they bind, then a summary: bound and pending counts, pods per node,
+creation-to-bound latency, how the binders shared the work, and why the unfit and the
+gated pods wait (from the Scheduler API).
 Stops everything it started on exit, Ctrl-C or SIGTERM.
 
 The services talk mutual TLS with trusted clients, as the Helm chart installs them: the

@@ -23,6 +23,8 @@ from splitsched.testing.manifests import Manifest
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
 STATE_DIR = REPO / ".local-cluster" / "demo"
+#: The scheduler's port when free: the default of the CLI and of docs/api.md's examples.
+SCHEDULER_PORT = 50050
 #: How long the demo waits for the pods that fit to be bound.
 BIND_BUDGET_SECONDS = 300
 
@@ -36,17 +38,19 @@ def run_live(*, keep: bool, tls: bool = True) -> int:
         api = kube.api_client_from_kubeconfig(cp.kubeconfig_path)
         print(f"  kube-apiserver at {cp.server_url}; kubeconfig {cp.kubeconfig_path}")
         _create_nodes(api)
-        namespace = kube.create_namespace(api, prefix="demo")
+        namespace = _create_namespace(api)
         running = _start_services(api, tls=tls)
         manifests, unfit = workload.demo_pods()
         bound = BoundPods(client.CoreV1Api(api), namespace).start()
         time.sleep(0.5)
+        gated = workload.gated_pod()
+        client.CoreV1Api(api).create_namespaced_pod(namespace, gated)
         created, elapsed = _create_pods(
             api, namespace, manifests, bound, fit=len(manifests) - len(unfit)
         )
         bound.stop()
         _print_summary(running, bound, created, elapsed, pods=len(manifests))
-        _print_unfit(running, namespace, unfit)
+        _print_pending(running, namespace, [*_one_of_each_kind(unfit), gated["metadata"]["name"]])
         _print_try_it(running, cp, namespace)
         if keep:
             print("\n--keep: leaving everything running; Ctrl-C to stop")
@@ -76,14 +80,24 @@ def _create_nodes(api: client.ApiClient) -> None:
     print(f"  {len(names)} kwok nodes ready (30 small, 14 large, 6 GPU tainted; 3 zones)")
 
 
-def _print_try_it(running: stack.Stack, cp: controlplane.ControlPlane, namespace: str) -> None:
-    """The commands that reach what runs: the CLI as the ``ops`` identity (with TLS)."""
-    creds = " ".join(f"{k}={v}" for k, v in running.cli_env().items())
-    print(
-        f"\ntry it yourself: {creds}{' ' if creds else ''}"
-        f"splitsched pods --server {running.scheduler.grpc_target}; "
-        f"KUBECONFIG={cp.kubeconfig_path} kubectl -n {namespace} get pods"
+def _create_namespace(api: client.ApiClient) -> str:
+    """``shop``, the namespace docs/api.md's examples name; emptied first when a control
+    plane left running by an earlier run still has it."""
+    kube.delete_namespace(api, workload.NAMESPACE)
+    client.CoreV1Api(api).create_namespace(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": workload.NAMESPACE}}
     )
+    return workload.NAMESPACE
+
+
+def _print_try_it(running: stack.Stack, cp: controlplane.ControlPlane, namespace: str) -> None:
+    """The commands that reach what runs: the CLI as the ``ops`` identity (with TLS), in a
+    shell where docs/api.md's examples then run as written."""
+    env = {"SPLITSCHED_SERVER": running.scheduler.grpc_target, **running.cli_env()}
+    print("\ntry it yourself (docs/api.md's examples run as written in a shell with these):")
+    print("  export " + " ".join(f"{k}={v}" for k, v in env.items()))
+    print(f"  export KUBECONFIG={cp.kubeconfig_path}")
+    print(f"  splitsched pods --pending; kubectl -n {namespace} get pods")
 
 
 def _start_services(api: client.ApiClient, *, tls: bool) -> stack.Stack:
@@ -98,6 +112,7 @@ def _start_services(api: client.ApiClient, *, tls: bool) -> stack.Stack:
         binder_kubeconfig=configs["binder"],
         binders=2,
         tls=tls,
+        scheduler_port=SCHEDULER_PORT,
     )
     print("starting watcher, scheduler and 2 binders...", flush=True)
     running.start(timeout=90)
@@ -225,18 +240,21 @@ def _print_summary(
         print(f"  {svc.name}: {int(float(found[0])) if found else 0} bindings")
 
 
-def _print_unfit(running: stack.Stack, namespace: str, unfit: set[str]) -> None:
-    """The scheduler's own words (Scheduler.GetPod) for one pod of each unfit kind."""
-    print("\nwhy the unfit pods are pending (Scheduler.GetPod):")
+def _one_of_each_kind(names: set[str]) -> list[str]:
+    """The first name (sorted) of each kind, the part before the first ``-``."""
+    first: dict[str, str] = {}
+    for name in sorted(names):
+        first.setdefault(name.split("-")[0], name)
+    return list(first.values())
+
+
+def _print_pending(running: stack.Stack, namespace: str, names: Sequence[str]) -> None:
+    """The scheduler's own words (Scheduler.GetPod) for ``names``: why each waits."""
+    print("\nwhy these pods are pending (Scheduler.GetPod):")
     with running.channel() as channel:
         api_stub = scheduler_pb2_grpc.SchedulerStub(channel)
-        shown: set[str] = set()
-        for name in sorted(unfit):
-            kind = name.split("-")[0]
-            if kind in shown:
-                continue
-            shown.add(kind)
+        for name in names:
             status = api_stub.GetPod(
                 scheduler_pb2.GetPodRequest(namespace=namespace, name=name), timeout=5
             )
-            print(f"  {name:<10} {status.message}")
+            print(f"  {name:<12} {status.message}")

@@ -1,6 +1,8 @@
 """What the live demo creates: 50 kwok nodes of three kinds in three zones and 1,000 pods
-of mixed shapes, 20 of which fit nowhere on purpose (so the summary can show why).
-Pure manifests (``splitsched.testing.manifests``); ``splitsched.demo.live`` creates them.
+of mixed shapes in the namespace ``shop``, 20 of which fit nowhere on purpose (so the
+summary can show why), and one more held by a scheduling gate. docs/api.md's examples name
+these. Pure manifests (``splitsched.testing.manifests``); ``splitsched.demo.live`` creates
+them.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from typing import Any
 
 from splitsched.testing.manifests import Manifest, make_node, make_pod
 
+NAMESPACE = "shop"
 ZONES = ("zone-a", "zone-b", "zone-c")
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -56,6 +59,13 @@ def demo_pods() -> tuple[list[Manifest], set[str]]:
     ]
     pods += [make_pod(f"notol-{i}", extended={"nvidia.com/gpu": "1"}) for i in range(6)]
     return pods, unfit
+
+
+def gated_pod() -> Manifest:
+    """A pod an admission tool (Kueue) holds back: never tried while its gate is on."""
+    pod = make_pod("train-gated", cpu="2", memory="4Gi")
+    pod["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    return pod
 
 
 def _web(count: int) -> list[Manifest]:

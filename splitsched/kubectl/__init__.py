@@ -20,7 +20,15 @@ from splitsched.kubectl import flags, reach
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    given = list(sys.argv[1:] if argv is None else argv)
+    try:
+        code = _run(list(sys.argv[1:] if argv is None else argv))
+        sys.stdout.flush()  # here, where a closed pipe is still caught
+        return code
+    except BrokenPipeError:
+        return cli.closed_pipe()
+
+
+def _run(given: list[str]) -> int:
     kubectl, rest = flags.split(given)
     if not rest or rest[0] in ("-h", "--help"):
         print(flags.HELP)

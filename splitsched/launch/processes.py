@@ -34,25 +34,30 @@ _PORT_PICKER = random.Random()
 _HANDED_OUT: set[int] = set()
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now. Chosen below Linux's
-    ephemeral range (32768 and up): a port the kernel picks for some outgoing connection
-    could otherwise be taken between this check and the service binding it."""
-    for _ in range(100):
-        port = _PORT_PICKER.randrange(20000, 32000)
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _HANDED_OUT.add(port)
-        return port
+def free_port(*, preferred: int = 0) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now: ``preferred`` if it is
+    free (the demo's scheduler takes the documented 50050 so), else one chosen below
+    Linux's ephemeral range (32768 and up): a port the kernel picks for some outgoing
+    connection could otherwise be taken between this check and the service binding it."""
+    candidates = [preferred] if preferred else []
+    candidates += [_PORT_PICKER.randrange(20000, 32000) for _ in range(100)]
+    for port in candidates:
+        if port not in _HANDED_OUT and _bindable(port):
+            _HANDED_OUT.add(port)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         fallback: int = s.getsockname()[1]
         return fallback
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 @dataclass
@@ -143,12 +148,14 @@ def start(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     new_session: bool = False,
+    append: bool = False,
 ) -> Service:
-    """Start ``svc`` with the current environment plus ``env``, output to its log file;
-    with ``new_session``, out of the terminal's reach (Ctrl-C there signals only its
-    parent, which stops the services in its own order)."""
+    """Start ``svc`` with the current environment plus ``env``, output to its log file,
+    begun afresh (a kept state dir's old log would name dead ports first) unless
+    ``append`` (a restart); with ``new_session``, out of the terminal's reach (Ctrl-C there
+    signals only its parent, which stops the services in its own order)."""
     svc.log_path.parent.mkdir(parents=True, exist_ok=True)
-    log = svc.log_path.open("ab")
+    log = svc.log_path.open("ab" if append else "wb")
     try:
         svc.proc = subprocess.Popen(
             svc.argv,

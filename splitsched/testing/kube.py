@@ -137,12 +137,12 @@ def create_kwok_nodes(
 
 
 def wait_nodes_ready(api: client.ApiClient, *, names: Iterable[str], timeout: float) -> None:
-    """Wait until every named node reports Ready=True."""
+    """Wait until every named node (kwok's or a real kubelet's) reports Ready=True."""
     core = client.CoreV1Api(api)
     pending = set(names)
 
     def all_ready() -> bool:
-        for node in core.list_node(label_selector="type=kwok").items:
+        for node in core.list_node().items:
             if node.metadata.name in pending and node_is_ready(node):
                 pending.discard(node.metadata.name)
         return not pending

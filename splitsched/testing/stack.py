@@ -4,7 +4,8 @@ benchmarks.
 `Stack` starts one watcher, N binders and one scheduler on free loopback ports, each with
 its own least-privilege kubeconfig (`component_kubeconfigs` makes them with exactly the
 RBAC rules the Helm chart grants), waits until each reports ready on /readyz, and stops
-exactly what it started. Logs go to files in the stack's work dir.
+exactly what it started. Logs go to files in the stack's work dir, one per service, begun
+afresh by each `start` (the demo's work dir outlives its runs).
 
 With `schedulers=2` (or more) the schedulers run with leader election on a Lease in
 `lease_namespace` (their kubeconfig has `SCHEDULER_RULES` only), the binders report to all
@@ -107,6 +108,9 @@ class Stack:
     schedulers: int = 1
     scheduler_kubeconfig: Path | None = None
     lease_namespace: str = ""
+    # The (first) scheduler's gRPC port when it is free (the demo asks for the documented
+    # 50050); 0 or taken: a free one.
+    scheduler_port: int = 0
     # Mutual TLS on every hop (see the module doc): True makes the certificates in
     # `workdir/tls` at start, a Path uses those in it, False is plaintext (debugging only).
     tls: Path | bool = True
@@ -138,8 +142,10 @@ class Stack:
         )
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
 
-    def _start(self, svc: Service) -> Service:
-        processes.start(svc, env=self.env, cwd=controlplane.REPO_ROOT)
+    def _start(self, svc: Service, *, append: bool = False) -> Service:
+        """Run ``svc``, its output to its log: a new log per run (a kept work dir's old
+        one would name dead ports first), or with ``append`` the same one (a restart)."""
+        processes.start(svc, env=self.env, cwd=controlplane.REPO_ROOT, append=append)
         self.services.append(svc)
         return svc
 
@@ -194,7 +200,10 @@ class Stack:
             certs.write_stack_certs(self.tls_dir)
         try:
             watcher = self._start(self._watcher())
-            scheduler_ports = [controlplane.free_port() for _ in range(self.schedulers)]
+            scheduler_ports = [
+                controlplane.free_port(preferred=self.scheduler_port if i == 0 else 0)
+                for i in range(self.schedulers)
+            ]
             binders = [self._start(self._binder(i, scheduler_ports)) for i in range(self.binders)]
             schedulers = [
                 self._start(self._scheduler(i, port, watcher=watcher, binders=binders))

@@ -80,19 +80,22 @@ def _kubeconfig(flag: str | None) -> Path:
 
 
 def _profiles(config: str | None) -> tuple[Path | None, tuple[str, ...]]:
-    """The scheduler configuration file, checked now, and the schedulerNames it serves."""
+    """The scheduler's KubeSchedulerConfiguration, checked now (its notes on fields that
+    do not apply here printed once), and the schedulerNames it serves."""
     if not config:
         return None, ()
     from splitsched.core import profiles  # numpy and the plugins: only when asked
 
     path = Path(config).absolute()
     try:
-        loaded = profiles.load_profiles_yaml(path.read_text(encoding="utf-8"))
+        loaded = profiles.load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UpError(f"--config {config}: {exc.strerror}", EXIT_BAD_INPUT) from None
     except profiles.ProfileError as exc:
         raise UpError(f"--config {config}: {exc}", EXIT_BAD_INPUT) from None
-    return path, tuple(loaded)
+    for note in loaded.notes:
+        print(f"note: --config {config}: {note}", file=sys.stderr)
+    return path, tuple(loaded.profiles)
 
 
 @contextlib.contextmanager

@@ -82,7 +82,7 @@ class BindRequest(_message.Message):
         """W3C traceparent of the scheduling attempt"""
 
     @_builtins.property
-    def volume_bindings(self) -> _containers.RepeatedCompositeFieldContainer[Global___VolumeBinding]:
+    def volume_bindings(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.VolumeBinding]:
         """The volume step before the Binding (kube-scheduler's VolumeBinding PreBind): bind each
         claim to its chosen PV, or mark it for provisioning on the node, and wait until the PV
         controller reports every claim Bound. Only the claims the pod mounts, in its
@@ -105,7 +105,7 @@ class BindRequest(_message.Message):
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
         scheduler_id: _builtins.str = ...,
         profile: _builtins.str = ...,
-        volume_bindings: _abc.Iterable[Global___VolumeBinding] | None = ...,
+        volume_bindings: _abc.Iterable[_types_pb2.VolumeBinding] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
@@ -114,34 +114,6 @@ class BindRequest(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___BindRequest: _TypeAlias = BindRequest  # noqa: Y015
-
-@_typing.final
-class VolumeBinding(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    CLAIM_NAMESPACE_FIELD_NUMBER: _builtins.int
-    CLAIM_NAME_FIELD_NUMBER: _builtins.int
-    PV_NAME_FIELD_NUMBER: _builtins.int
-    claim_namespace: _builtins.str
-    claim_name: _builtins.str
-    pv_name: _builtins.str
-    """The static PV chosen for the claim; empty: dynamic provisioning, so the claim is
-    annotated volume.kubernetes.io/selected-node=<node> for its provisioner.
-    """
-    def __init__(
-        self,
-        *,
-        claim_namespace: _builtins.str = ...,
-        claim_name: _builtins.str = ...,
-        pv_name: _builtins.str = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "claim_namespace", b"claim_namespace", "pv_name", b"pv_name"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___VolumeBinding: _TypeAlias = VolumeBinding  # noqa: Y015
 
 @_typing.final
 class BindResponse(_message.Message):

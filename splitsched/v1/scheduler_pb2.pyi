@@ -165,6 +165,7 @@ class BindingOutcome(_message.Message):
     FINISHED_AT_FIELD_NUMBER: _builtins.int
     PREEMPTION_FIELD_NUMBER: _builtins.int
     VICTIMS_FIELD_NUMBER: _builtins.int
+    VOLUME_BINDINGS_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """BindRequest.decision_id"""
     node: _builtins.str
@@ -192,6 +193,14 @@ class BindingOutcome(_message.Message):
     def finished_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def victims(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.PodRef]: ...
+    @_builtins.property
+    def volume_bindings(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.VolumeBinding]:
+        """The decision's BindRequest.volume_bindings, on its outcomes (IN_PROGRESS re-reports
+        included): a scheduler that took over holds those volumes and claims for the pod as
+        it holds its room, so it gives them to no other pod while the volume step may still
+        write them, and gives the decision the deadline of one with volumes.
+        """
+
     def __init__(
         self,
         *,
@@ -207,10 +216,11 @@ class BindingOutcome(_message.Message):
         finished_at: _timestamp_pb2.Timestamp | None = ...,
         preemption: _builtins.bool = ...,
         victims: _abc.Iterable[_types_pb2.PodRef] | None = ...,
+        volume_bindings: _abc.Iterable[_types_pb2.VolumeBinding] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "preemption", b"preemption", "result", b"result", "trace_context", b"trace_context", "victims", b"victims"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "preemption", b"preemption", "result", b"result", "trace_context", b"trace_context", "victims", b"victims", "volume_bindings", b"volume_bindings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1049,6 +1049,38 @@ class PodVolume(_message.Message):
 Global___PodVolume: _TypeAlias = PodVolume  # noqa: Y015
 
 @_typing.final
+class VolumeBinding(_message.Message):
+    """One claim of a decision's volume step (BindRequest.volume_bindings, and the
+    BindingOutcome that reports on it).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLAIM_NAMESPACE_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    PV_NAME_FIELD_NUMBER: _builtins.int
+    claim_namespace: _builtins.str
+    claim_name: _builtins.str
+    pv_name: _builtins.str
+    """The static PV chosen for the claim; empty: dynamic provisioning, so the claim is
+    annotated volume.kubernetes.io/selected-node=<node> for its provisioner.
+    """
+    def __init__(
+        self,
+        *,
+        claim_namespace: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        pv_name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "claim_namespace", b"claim_namespace", "pv_name", b"pv_name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VolumeBinding: _TypeAlias = VolumeBinding  # noqa: Y015
+
+@_typing.final
 class ObjectRef(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -111,8 +111,8 @@ def run_scenario(api: client.ApiClient, scheduler: str) -> dict[str, Any]:
 
 def reasons(message: str) -> dict[str, int]:
     """Reason -> node count of a FitError message ("0/N nodes are available: 2 r1, 14
-    r2."), the total under "nodes", without kube-scheduler's PostFilter postscripts ("no
-    new claims to deallocate, preemption: ...", which we do not write)."""
+    r2."), the total under "nodes", without the PostFilter plugins' words that follow ("no
+    new claims to deallocate, preemption: ..."; bench.agreement compares those)."""
     head, _, rest = message.partition(" nodes are available: ")
     counts = {"nodes": int(head.split("/")[1])}
     for part in rest.split(". ")[0].rstrip(".").split(", "):

@@ -176,7 +176,11 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
     "bad pull policy": (["global.image.pullPolicy=Sometimes"], "pullPolicy"),
     "bad sampler": (["global.otel.sampler=often"], "sampler"),
     "otel on without endpoint": (["global.otel.enabled=true"], "/global/otel/endpoint"),
-    "no profiles": (["scheduler.profiles=null"], "profiles"),
+    "no scheduler config": (["scheduler.config=null"], "config"),
+    "scheduler config of a removed version": (
+        ["scheduler.config.apiVersion=kubescheduler.config.k8s.io/v1beta3"],
+        "/scheduler/config",
+    ),
     "workers zero": (["binder.workers=0"], "/binder/workers"),
     "tls certificates valid no day": (["tls.validityDays=0"], "/tls/validityDays"),
     "tls issuer of an unknown kind": (["tls.certManager.issuerRef.kind=Vault"], "kind"),

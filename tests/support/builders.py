@@ -245,17 +245,22 @@ def add_remove_churn(table: NodeTable, pods: Sequence[models.Pod]) -> None:
 
 
 def algorithm_over(
-    nodes: Iterable[models.Node], bound: Iterable[models.Pod] = ()
+    nodes: Iterable[models.Node],
+    bound: Iterable[models.Pod] = (),
+    *,
+    config: str = "",
+    seed: int = 0,
 ) -> algorithm.FrameworkAlgorithm:
-    """The default profiles' algorithm over a cache holding `nodes` and the `bound` pods
-    (each on its node_name), with a seeded random source."""
+    """The algorithm of a scheduler configuration (YAML; "" is the default profile) over a
+    cache holding `nodes` and the `bound` pods (each on its node_name), with a seeded
+    random source."""
     cache = SchedulerCache()
     for nd in nodes:
         cache.add_node(nd)
     for p in bound:
         cache.add_pod(p)
     return algorithm.FrameworkAlgorithm(
-        cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(0)
+        cache=cache, profiles=profiles.load_profiles_yaml(config), rng=random.Random(seed)
     )
 
 

@@ -105,7 +105,7 @@ class FaultStack(stack.Stack):
     def restart(self, svc: stack.Service, *, timeout: float = 60.0) -> None:
         assert not svc.alive(), f"{svc.name} still runs"
         self.services.remove(svc)
-        self._start(svc)  # appends it again
+        self._start(svc, append=True)  # appends it again, to the same log
         self._wait_ready([svc], timeout)
 
     def service(self, name: str) -> stack.Service:

@@ -1,19 +1,26 @@
 """The scheduler in process for tests: scheduling cycles on a `SchedulerState` the test feeds
-by hand (`decide`, `parked`, `schedule_all`), and the real `SchedulerApi` servicer over such
-a state on a loopback port, with a client stub (`serving`)."""
+by hand (`decide`, `parked`, `schedule_all`), the real `SchedulerApi` servicer over such
+a state on a loopback port, with a client stub (`serving`), and, for the whole scheduler
+service, a binder that records what it is sent (`recording_binder`) and the service itself
+against a watcher and a binder (`running_scheduler`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from services.scheduler import main as scheduler_main
 from services.scheduler.api import SchedulerApi
+from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
-from splitsched.runtime import grpcsrv
-from splitsched.v1 import scheduler_pb2_grpc
+from splitsched.runtime import grpcsrv, service
+from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2_grpc
 
 
 def only(out: list[Decision | Unschedulable] | None) -> Decision | Unschedulable:
@@ -67,3 +74,99 @@ async def serving(state: SchedulerState) -> AsyncIterator[Served]:
     finally:
         await channel.close()
         await server.stop(0)
+
+
+# ---- a binder for the whole scheduler service ------------------------------------------------
+
+
+class RecordingBinder(binder_pb2_grpc.BinderServicer):
+    """Accepts everything and reports nothing by itself: records each BindRequest
+    (`requests`), FailedScheduling report (`reports`) and preemption (`preempts`)."""
+
+    def __init__(self) -> None:
+        self.requests: list[binder_pb2.BindRequest] = []
+        self.reports: list[binder_pb2.UnschedulableReport] = []
+        self.preempts: list[binder_pb2.PreemptRequest] = []
+        self.arrived = asyncio.Event()
+
+    async def BindBatch(
+        self, request: binder_pb2.BindBatchRequest, context: Any
+    ) -> binder_pb2.BindBatchResponse:
+        self.requests.extend(request.requests)
+        self.arrived.set()
+        return binder_pb2.BindBatchResponse(
+            responses=[binder_pb2.BindResponse(decision_id=r.decision_id, accepted=True)
+                       for r in request.requests]
+        )  # fmt: skip
+
+    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
+        raise AssertionError("the scheduler sends batches")
+
+    async def ReportUnschedulable(
+        self, request: binder_pb2.UnschedulableReport, context: Any
+    ) -> binder_pb2.BinderAck:
+        self.reports.append(request)
+        self.arrived.set()
+        return binder_pb2.BinderAck(accepted=True)
+
+    async def Preempt(
+        self, request: binder_pb2.PreemptRequest, context: Any
+    ) -> binder_pb2.BinderAck:
+        self.preempts.append(request)
+        return binder_pb2.BinderAck(accepted=True)
+
+    async def next_request(self, count: int) -> binder_pb2.BindRequest:
+        """The `count`th BindRequest, once it has come (20 s at most)."""
+        while len(self.requests) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), 20)
+        return self.requests[count - 1]
+
+    async def report_for(self, pod: str) -> binder_pb2.UnschedulableReport:
+        """The first FailedScheduling report of the pod named `pod` (20 s at most)."""
+        while not (found := [r for r in self.reports if r.pod.name == pod]):
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), 20)
+        return found[0]
+
+
+@contextlib.asynccontextmanager
+async def recording_binder() -> AsyncIterator[tuple[RecordingBinder, int]]:
+    """A `RecordingBinder` serving on a loopback port: (the binder, its port)."""
+    binder = RecordingBinder()
+    server = await grpcsrv.serve(
+        listen="127.0.0.1:0",
+        servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
+        service_names=["splitsched.v1.Binder"],
+    )
+    await server.set_serving(True)
+    try:
+        yield binder, server.port
+    finally:
+        await server.stop(0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def running_scheduler(watcher: int, binder: int, *flags: str) -> AsyncIterator[str]:
+    """The whole scheduler service, plaintext on loopback, against the watcher and the
+    binder on these ports, with `flags` besides; yields its API's address. Stopped as a
+    lost Lease stops it."""
+    api = f"127.0.0.1:{free_port()}"
+    settings = SchedulerSettings.load(
+        ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
+         "--binders", f"127.0.0.1:{binder}", *flags],
+        environ={},
+    )  # fmt: skip
+    svc = scheduler_main.SchedulerService(settings)
+    served = asyncio.create_task(service.serve(svc, settings.common))
+    try:
+        yield api
+    finally:
+        svc.leadership.stopped_leading()
+        await asyncio.wait_for(served, 20)

@@ -11,11 +11,12 @@ from splitsched.runtime import grpcsrv
 
 
 @contextlib.asynccontextmanager
-async def serving(hub: ring.ClusterHub) -> AsyncIterator[int]:
-    """`hub` served by a `WatcherService` on a loopback port; yields the port."""
+async def serving(hub: ring.ClusterHub, *, port: int = 0) -> AsyncIterator[int]:
+    """`hub` served by a `WatcherService` on a loopback port (`port`, or any); yields the
+    port. Serving the same hub again on the same port is a watcher that restarted."""
     service = server.WatcherService(hub)
     srv = await grpcsrv.serve(
-        listen="127.0.0.1:0",
+        listen=f"127.0.0.1:{port}",
         servicers=[(service.add_to_server, service)],
         service_names=[server.SERVICE_NAME],
     )

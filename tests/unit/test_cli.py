@@ -118,6 +118,30 @@ def test_missing_file_and_bad_config_exit_2(
     assert "Bogus" in capsys.readouterr().err
 
 
+def test_simulate_takes_a_kube_scheduler_configuration_as_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A typo is refused as kube-scheduler refuses it; fields that do not apply are noted
+    once, on stderr and in the summary."""
+    sample = str(ROOT / "examples" / "sample-cluster.yaml")
+    cfg = tmp_path / "cfg.yaml"
+    head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    cfg.write_text(head + "percentageOfNodesToScor: 50\n")
+    assert cli.main(["simulate", "--cluster", sample, "--config", str(cfg)]) == 2
+    assert (
+        'strict decoding error: unknown field "percentageOfNodesToScor"' in capsys.readouterr().err
+    )
+    cfg.write_text(head + "percentageOfNodesToScore: 50\nprofiles: [{schedulerName: splitsched}]\n")
+    code, lines, err = run(["simulate", "--cluster", sample, "--config", str(cfg)], capsys)
+    assert code == 0
+    notes = lines[-1]["summary"]["config_notes"]  # type: ignore[index]
+    assert notes == [
+        "percentageOfNodesToScore: ignored: splitsched scores every feasible node, as "
+        "kube-scheduler does with 100"
+    ]
+    assert err.count("note: scheduler config: percentageOfNodesToScore: ignored") == 1
+
+
 def test_simulate_needs_a_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["simulate"]) == 2
 
@@ -160,7 +184,9 @@ def test_simulate_reads_the_storage_in_the_file(
     per_pod = {str(line["pod"]): line for line in lines[:-1]}
     assert code == 0 and per_pod["d/db"]["node"] == "n2"
     assert per_pod["d/lost"]["message"] == (
-        '0/2 nodes are available: persistentvolumeclaim "gone" not found.'
+        '0/2 nodes are available: persistentvolumeclaim "gone" not found. no new claims to '
+        "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for "
+        "scheduling."
     )
 
 
@@ -174,3 +200,23 @@ def test_a_malformed_storage_object_is_named(
     code, _, err = run(["simulate", "--cluster", str(path)], capsys)
     assert code == 2
     assert "items[0] (PersistentVolume pv): spec.capacity.storage: invalid quantity" in err
+
+
+SAMPLE_CLUSTER = ROOT / "examples" / "sample-cluster.yaml"
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
+    """`splitsched simulate ... | head -1`: the rest of the output has nowhere to go. No
+    BrokenPipeError traceback, and 141, as a shell reports for such a tool."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(SAMPLE_CLUSTER)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does after its line
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == cli.EXIT_CLOSED_PIPE, err
+    assert json.loads(first)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from splitsched import wire_storage
 from splitsched.core import models, storage
-from splitsched.v1 import binder_pb2, watcher_pb2
+from splitsched.v1 import binder_pb2, scheduler_pb2, watcher_pb2
 
 text = st.text(max_size=10)
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-./", min_size=1, max_size=16)
@@ -118,3 +118,12 @@ def test_a_decisions_volume_writes_go_into_the_bind_request() -> None:
         ("ns", "data", "pv-1"),
         ("ns", "scratch", ""),
     ]
+
+
+def test_an_outcomes_volume_bindings_come_back_as_the_decisions_writes() -> None:
+    outcome = scheduler_pb2.BindingOutcome()
+    writes = (storage.VolumeBinding("ns", "data", "pv-1"), storage.VolumeBinding("ns", "scratch"))
+    wire_storage.bindings_to_proto(writes, outcome.volume_bindings)
+    assert wire_storage.bindings_from_proto(outcome.volume_bindings, namespace="ns") == writes
+    outcome.volume_bindings[1].claim_namespace = ""  # the pod's namespace
+    assert wire_storage.bindings_from_proto(outcome.volume_bindings, namespace="ns") == writes

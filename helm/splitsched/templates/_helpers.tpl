@@ -223,13 +223,40 @@ spec:
 {{- end }}
 {{- end -}}
 
-{{/* The schedulerNames of the scheduler's profiles, comma-separated. */}}
+{{/*
+The scheduler's KubeSchedulerConfiguration as written to its ConfigMap: scheduler.config
+(a mapping, or a file's text kept as it is), its profiles replaced by the older
+scheduler.profiles shorthand when that is set.
+*/}}
+{{- define "splitsched.schedulerConfig" -}}
+{{- $cfg := .Values.scheduler.config -}}
+{{- if and (kindIs "string" $cfg) (not .Values.scheduler.profiles) -}}
+{{- $cfg -}}
+{{- else -}}
+{{- $doc := dict -}}
+{{- if kindIs "string" $cfg -}}
+{{- $doc = fromYaml $cfg -}}
+{{- else -}}
+{{- $doc = deepCopy $cfg -}}
+{{- end -}}
+{{- with .Values.scheduler.profiles -}}
+{{- $_ := set $doc "profiles" . -}}
+{{- end -}}
+{{- toYaml $doc -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The schedulerNames of the scheduler's profiles, comma-separated (a profile without one,
+or a configuration without profiles, is splitsched's).
+*/}}
 {{- define "splitsched.schedulerNames" -}}
+{{- $doc := include "splitsched.schedulerConfig" . | fromYaml -}}
 {{- $names := list -}}
-{{- range .Values.scheduler.profiles -}}
+{{- range $doc.profiles -}}
 {{- $names = append $names (default "splitsched" .schedulerName) -}}
 {{- end -}}
-{{- join "," $names -}}
+{{- join "," (default (list "splitsched") $names) -}}
 {{- end -}}
 
 {{/*

@@ -16,8 +16,9 @@ the algorithm's one undo path (`FrameworkAlgorithm.forget`: Unreserve, then the 
 
 After a failover or a restart, binders still carry the previous scheduler's decisions and
 re-report them as IN_PROGRESS every few seconds; one this scheduler does not know, for a
-pod it sees pending, is adopted (`adopt`): assumed on its node, so nothing else takes that
-room, and resolved like any other decision. A preemption in flight is adopted the same way,
+pod it sees pending, is adopted (`adopt`): assumed on its node with the volumes its binder
+reports, so nothing else takes that room or those volumes, and resolved like any other
+decision. A preemption in flight is adopted the same way,
 as a room held for its preemptor until the victims are gone. The service waits a settle
 period after becoming active, before its first decision, so this happens first.
 

@@ -45,6 +45,7 @@ class StateBooks:
         clock: Clock,
         scheduler_id: str,
         bind_timeout: float = 30.0,
+        volume_bind_timeout: float = 600.0,
         preempt_timeout: float = 60.0,
         unschedulable_report_interval: float = 30.0,
         leading: bool = True,
@@ -55,6 +56,10 @@ class StateBooks:
         self.clock = clock
         self.scheduler_id = scheduler_id
         self.bind_timeout = bind_timeout
+        # A binder with volumes to bind first waits for the PV controller (and perhaps a
+        # provisioner) before the Binding: kube-scheduler's VolumeBinding waits up to
+        # bindTimeoutSeconds there.
+        self.volume_bind_timeout = volume_bind_timeout
         self.preempt_timeout = preempt_timeout
         self.unschedulable_report_interval = unschedulable_report_interval
         self.records: dict[str, PodRecord] = {}
@@ -167,17 +172,18 @@ class StateBooks:
         `adopted_from` (the id the binder reported)."""
         pod = queued.pod
         adopted = adopted_from is not None
+        volumes = self.algo.prebind_volumes(pod.uid)
         decision = Decision(
             decision_id=decision_id or f"{self.decision_prefix}-{next(self._ids)}",
             pod=pod,
             node=node,
             node_version=self.node_versions.get(node, 0),
             queued=queued,
-            deadline=now + (self.preempt_timeout if victims else self.bind_timeout),
+            deadline=now + self._timeout(victims=bool(victims), volumes=bool(volumes)),
             created=now,
             victims=victims,
             adopted=adopted,
-            volume_bindings=() if adopted else self.algo.prebind_volumes(pod.uid),
+            volume_bindings=volumes,
         )
         self.decisions[decision.decision_id] = decision
         self.decision_of_pod[pod.uid] = decision.decision_id
@@ -203,6 +209,13 @@ class StateBooks:
             )
         )
         return decision
+
+    def _timeout(self, *, victims: bool, volumes: bool) -> float:
+        """How long a decision may stay in flight: a preemption waits for its victims, a
+        binding with volumes for the PV controller first."""
+        if victims:
+            return self.preempt_timeout
+        return self.volume_bind_timeout if volumes else self.bind_timeout
 
     def _volumes_released(self, decision: Decision | None) -> None:
         """The volumes a forgotten decision took are free again: requeue the pods the

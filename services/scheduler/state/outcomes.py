@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from services.scheduler.state.cycle import SchedulingCycle
 from services.scheduler.state.records import Decision, DecisionEvent, EventKind, Outcome, Phase
+from splitsched.core import storage
+from splitsched.core.plugins import volume_binding
 from splitsched.core.queue import QueuedPod
 
 _FAILURE_KINDS = {Outcome.CONFLICT: EventKind.CONFLICT, Outcome.POD_GONE: EventKind.POD_GONE}
@@ -52,6 +54,7 @@ class BinderOutcomes(SchedulingCycle):
         node: str = "",
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
+        volume_bindings: Sequence[storage.VolumeBinding] = (),
     ) -> bool:
         """Apply a binder's report. Idempotent: an already resolved decision is ignored
         (returns False), but for the Binding calls of the first final report of one the
@@ -66,7 +69,7 @@ class BinderOutcomes(SchedulingCycle):
                 return False
             decision = self.adopt(
                 decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id,
-                preemption=preemption, victim_uids=victim_uids,
+                preemption=preemption, victim_uids=victim_uids, volume_bindings=volume_bindings,
             )  # fmt: skip
             if decision is None or result is Outcome.IN_PROGRESS or preemption:
                 return decision is not None
@@ -138,6 +141,7 @@ class BinderOutcomes(SchedulingCycle):
         binder_id: str = "",
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
+        volume_bindings: Sequence[storage.VolumeBinding] = (),
     ) -> Decision | None:
         """Take over a decision a binder is carrying out that this scheduler did not make
         (its predecessor did, before a failover or a restart): count the pod on that node
@@ -146,8 +150,10 @@ class BinderOutcomes(SchedulingCycle):
         as usual. A preemption holds the room for its preemptor the same way until the
         victims still in the view are gone, then binds it there if it fits
         (`_adopt_preemption`). Only for a pod the view shows pending, not gated and not
-        already decided; returns None otherwise. The predecessor ran the Reserve plugins; this
-        scheduler holds the room without them."""
+        already decided; returns None otherwise. The predecessor chose; this scheduler's
+        Reserve holds the `volume_bindings` the binder reports (VolumeBinding assumes them
+        rather than choosing), so no other pod takes those volumes, and the decision
+        gets the deadline of one with volumes."""
         rec = self.records.get(pod_uid)
         if (
             not self.synced
@@ -167,8 +173,10 @@ class BinderOutcomes(SchedulingCycle):
                 decision_id=decision_id, queued=queued, node=node, binder_id=binder_id,
                 victim_uids=victim_uids, now=now,
             )  # fmt: skip
+        chosen = volume_binding.reserve_chosen(self.cache.table.storage, volume_bindings)
+        if not self.algo.assume(pod, node, chosen).ok:
+            return None  # a Permit plugin would not have it: never expected
         self.queue.delete(pod_uid)
-        self.cache.assume(pod, node)
         return self._register(queued, node, now, adopted_from=binder_id, decision_id=decision_id)
 
     def _adopt_preemption(

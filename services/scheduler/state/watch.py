@@ -17,6 +17,7 @@ from services.scheduler.state.cycle import SchedulingCycle
 from services.scheduler.state.records import DecisionEvent, EventKind, Phase
 from splitsched.core import framework, models
 from splitsched.core.cache import CacheError, PodState, SchedulerCache
+from splitsched.core.nodetable import NodeTable
 from splitsched.core.queue import SchedulingQueue
 
 log = logging.getLogger("services.scheduler.state")
@@ -25,9 +26,13 @@ log = logging.getLogger("services.scheduler.state")
 class WatchEvents(SchedulingCycle):
     def reset(self) -> None:
         """A fresh snapshot is coming: forget the view but keep decisions in flight (their
-        outcomes still arrive) so their pods are assumed again when seen pending."""
+        outcomes still arrive) so their pods are assumed again when seen pending, and keep
+        the volumes and claims they assumed (the storage view outlives the cache), so no
+        other pod takes them while the binder works."""
         self.synced = False
-        self.algo.cache = SchedulerCache(clock=self.clock)
+        storage = self.cache.table.storage
+        storage.rewatch()
+        self.algo.cache = SchedulerCache(clock=self.clock, table=NodeTable(storage=storage))
         self.queue = SchedulingQueue(
             clock=self.clock,
             initial_backoff=self.queue.initial_backoff,
@@ -40,6 +45,7 @@ class WatchEvents(SchedulingCycle):
         self.nominator.clear()
 
     def mark_synced(self) -> None:
+        self.cache.table.storage.prune()
         self.synced = True
 
     def apply_node(self, kind: str, node: models.Node) -> None:

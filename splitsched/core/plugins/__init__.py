@@ -12,6 +12,7 @@ from splitsched.core import framework
 from splitsched.core.plugins import (
     balanced_allocation,
     default_preemption,
+    dynamic_resources,
     image_locality,
     inter_pod_affinity,
     node_affinity,
@@ -41,6 +42,7 @@ REGISTRY: Mapping[str, framework.PluginFactory] = {
     "NodeResourcesBalancedAllocation": balanced_allocation.NodeResourcesBalancedAllocation,
     "PodTopologySpread": topology_spread.PodTopologySpread,
     "InterPodAffinity": inter_pod_affinity.InterPodAffinity,
+    "DynamicResources": dynamic_resources.DynamicResources,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "ImageLocality": image_locality.ImageLocality,
 }

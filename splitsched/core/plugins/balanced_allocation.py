@@ -81,9 +81,17 @@ class NodeResourcesBalancedAllocation:
     row_local: ClassVar[bool] = True
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """NodeResourcesBalancedAllocationArgs: the resources to balance, each named once
+        with weight 1 (kube-scheduler refuses any other weight)."""
         args = args or {}
         resources = parse_resources(args.get("resources"), where="resources")
-        self.resources = tuple(n for n, _ in resources)
+        names = [n for n, _ in resources]
+        for i, (name, weight) in enumerate(resources):
+            if name in names[:i]:
+                raise ValueError(f"resources[{i}].name: Duplicate value: {name!r}")
+            if weight != 1:
+                raise ValueError(f"resources[{i}].weight: Invalid value: {weight}: must be 1")
+        self.resources = tuple(names)
 
     def _pod_requests(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable

@@ -8,18 +8,36 @@ be given back are the victims. The node is then chosen by kube-scheduler's crite
 order: fewest PDB violations, lowest highest-victim priority, smallest sum of victim
 priorities, fewest victims, latest start of the highest-priority victims, first node.
 The table is restored exactly after every what-if.
+
+Candidates are only the nodes whose rejection is kube's Unschedulable (never
+UnschedulableAndUnresolvable ones, `framework.PartlyResolvable`). When none will do, the
+answer is kube-scheduler's status, which ends the FailedScheduling message: "preemption: "
+then "not eligible due to preemptionPolicy=Never." or a FitError over the dry run (each
+node tried, with "No preemption victims found for incoming pod" or the reasons the pod
+does not fit even without its victims; every node not tried, "Preemption is not helpful
+for scheduling"). Not modelled: kube's "not eligible due to a terminating pod on the
+nominated node" (this view holds no terminating pods).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from splitsched.core import framework, models
-from splitsched.core.nodetable import BoolArray, NodeTable
+from splitsched.core import framework, models, results
+from splitsched.core.nodetable import NodeTable
 
-DEFAULT_MAX_CANDIDATES = 100
+#: kube-scheduler's words (preemption.go, default_preemption.go), which its PostFilter
+#: status carries into the FailedScheduling message.
+PREFIX = "preemption: "
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+#: kube-scheduler's DefaultPreemptionArgs defaults.
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +89,33 @@ class DefaultPreemption:
     name: ClassVar[str] = "DefaultPreemption"
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """DefaultPreemptionArgs: how many candidate nodes to find before choosing
+        (`candidate_count`), checked as kube-scheduler checks them."""
         args = args or {}
-        self.max_candidates = int(args.get("maxCandidates", DEFAULT_MAX_CANDIDATES))
-        if self.max_candidates < 1:
-            raise ValueError("maxCandidates must be at least 1")
+        pct = args.get("minCandidateNodesPercentage", DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE)
+        absolute = args.get("minCandidateNodesAbsolute", DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE)
+        if not isinstance(pct, int) or not 0 <= pct <= 100:
+            raise ValueError(
+                f"minCandidateNodesPercentage: Invalid value: {pct!r}: not in valid range [0, 100]"
+            )
+        if not isinstance(absolute, int) or absolute < 0:
+            raise ValueError(
+                f"minCandidateNodesAbsolute: Invalid value: {absolute!r}: not in valid range "
+                "[0, inf)"
+            )
+        if pct == 0 and absolute == 0:
+            raise ValueError(
+                "minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same "
+                "time as minCandidateNodesAbsolute"
+            )
+        self.min_candidate_nodes_percentage = pct
+        self.min_candidate_nodes_absolute = absolute
+
+    def candidate_count(self, potential: int) -> int:
+        """kube's calculateNumCandidates: candidates to find among `potential` nodes."""
+        wanted = max(potential * self.min_candidate_nodes_percentage // 100,
+                     self.min_candidate_nodes_absolute)  # fmt: skip
+        return min(wanted, potential)
 
     def post_filter(
         self,
@@ -82,20 +123,24 @@ class DefaultPreemption:
         pod: models.Pod,
         table: NodeTable,
         candidates: Sequence[int],
-        fits: Callable[[], BoolArray],
-    ) -> framework.PostFilterResult | None:
+        misfit: framework.Misfit,
+    ) -> framework.PostFilterResult | framework.Status:
         if pod.preemption_policy == "Never":
-            return None
+            return framework.Status.unschedulable(f"{PREFIX}{NOT_ELIGIBLE_NEVER}")
         pdbs = list(table.pdbs.values())
         found: list[Candidate] = []
+        why_not: dict[int, tuple[str, ...]] = {}
+        limit = self.candidate_count(len(candidates))
         for row in candidates:
-            if len(found) >= self.max_candidates:
+            if len(found) >= limit:
                 break
-            candidate = self._victims_on(pod, table, row, pdbs, fits)
-            if candidate is not None:
-                found.append(candidate)
+            outcome = self._victims_on(pod, table, row, pdbs, misfit)
+            if isinstance(outcome, Candidate):
+                found.append(outcome)
+            else:
+                why_not[row] = outcome
         if not found:
-            return None
+            return framework.Status.unschedulable(PREFIX + not_helpful(table.n, why_not))
         best = min(found, key=Candidate.rank)
         return framework.PostFilterResult(node=table.names[best.row], victims=best.victims)
 
@@ -105,28 +150,32 @@ class DefaultPreemption:
         table: NodeTable,
         row: int,
         pdbs: Sequence[models.PodDisruptionBudget],
-        fits: Callable[[], BoolArray],
-    ) -> Candidate | None:
+        misfit: framework.Misfit,
+    ) -> Candidate | tuple[str, ...]:
+        """The fewest, least important victims on `row`, or why preempting there cannot
+        help: no pod of lower priority, or the pod does not fit even without them (the
+        rejecting plugin's reasons)."""
         node = table.names[row]
         lower = sorted(
             (p for p in table.pods[row].values() if p.priority < pod.priority),
             key=more_important_first,
         )
         if not lower:
-            return None
+            return (NO_VICTIMS,)
         for p in lower:
             table.remove_pod(node, p.uid)
         removed = list(lower)
         try:
-            if not bool(fits()[table.row_of[node]]):
-                return None
+            unfit = misfit(table.row_of[node])
+            if unfit:
+                return unfit
             violating, fine = split_by_pdb(lower, pdbs)
             victims: list[models.Pod] = []
             violations = 0
             for p in violating + fine:
                 table.add_pod(node, p)
                 removed.remove(p)
-                if not bool(fits()[table.row_of[node]]):
+                if misfit(table.row_of[node]):
                     table.remove_pod(node, p.uid)
                     removed.append(p)
                     victims.append(p)
@@ -135,3 +184,14 @@ class DefaultPreemption:
         finally:
             for p in removed:
                 table.add_pod(node, p)
+
+
+def not_helpful(total: int, why_not: Mapping[int, tuple[str, ...]]) -> str:
+    """kube-scheduler's FitError over the dry run: each tried node's reasons, and every
+    node not tried (no eviction could resolve its rejection) as not helpful."""
+    counts: Counter[str] = Counter()
+    for reasons in why_not.values():
+        counts.update(reasons)
+    if total > len(why_not):
+        counts[NOT_HELPFUL] += total - len(why_not)
+    return results.format_summary(total, counts)

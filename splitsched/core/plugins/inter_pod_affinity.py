@@ -163,8 +163,8 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
     name: ClassVar[str] = "InterPodAffinity"
     prefilter_key: ClassVar[str] = _PREFILTER_KEY
     state_kind = _FilterState
-    # Required affinity failures are UnschedulableAndUnresolvable in kube-scheduler, anti-
-    # affinity ones Unschedulable; one flag per plugin here, so preemption may try both.
+    # Anti-affinity failures only: a required affinity no pod satisfies is
+    # UnschedulableAndUnresolvable in kube-scheduler (`unresolvable`).
     resolvable_by_preemption: ClassVar[bool] = True
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset(
         {
@@ -296,6 +296,14 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             else:
                 out.append((REASON_EXISTING_ANTI_AFFINITY,))
         return out
+
+    def unresolvable(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """Where the pod's required affinity fails (the rows `failure_reasons` gives
+        REASON_AFFINITY): evicting pods never makes a pod match."""
+        fs = self._get_filter_state(state, pod, table)
+        return [fs is None or not bool(fs.affinity_ok[row]) for row in rows]
 
     # ---- PreScore / Score / NormalizeScore -----------------------------------------------
     def pre_score(

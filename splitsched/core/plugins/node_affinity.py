@@ -216,7 +216,8 @@ class NodeAffinity:
             return framework.Status.skip()
         if not required:
             return framework.Status.success()
-        # Every term pins metadata.name, and no name satisfies all pins of any term.
+        # When every term pins metadata.name, only the pinned nodes are worth filtering
+        # (kube's PreFilterResult); none at all if no name satisfies all pins of any term.
         names: set[str] = set()
         for term in required:
             pinned: set[str] | None = None
@@ -230,7 +231,7 @@ class NodeAffinity:
             return framework.Status.unschedulable(
                 REASON_CONFLICT, plugin=self.name, resolvable=False
             )
-        return framework.Status.success()
+        return framework.Status(node_names=frozenset(names), plugin=self.name)
 
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
         mask = node_matches_mask(table, pod)

@@ -57,18 +57,22 @@ def is_scalar_resource(name: str) -> bool:
 
 
 def parse_resources(raw: Any, *, where: str) -> tuple[tuple[str, int], ...]:
-    """A `resources: [{name, weight}]` list (weight defaults to 1, must be 1..100)."""
-    if raw is None:
+    """A `resources: [{name, weight}]` list; a weight left out or 0 is 1, as kube-scheduler
+    defaults it, and must then be in 1..100."""
+    if raw is None or raw == []:
         return _DEFAULT_RESOURCES
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{where}: expected a non-empty list of {{name, weight}}")
+    if not isinstance(raw, list):
+        raise ValueError(f"{where}: expected a list of {{name, weight}}")
     out: list[tuple[str, int]] = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
-            raise ValueError(f"{where}[{i}]: needs a string 'name'")
-        weight = entry.get("weight", 1)
+            raise ValueError(f"{where}[{i}].name: Required value")
+        weight = entry.get("weight") or 1
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
-            raise ValueError(f"{where}[{i}].weight: must be an integer in 1..100")
+            raise ValueError(
+                f"{where}[{i}].weight: Invalid value: {weight!r}: resource weight of "
+                f"{entry['name']} not in valid range (0, 100]"
+            )
         out.append((entry["name"], weight))
     return tuple(out)
 
@@ -168,21 +172,41 @@ class NodeResourcesFit:
     )
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """NodeResourcesFitArgs, checked as kube-scheduler checks them (its defaults: no
+        ignored resources, LeastAllocated over cpu and memory)."""
         args = args or {}
         self.ignored_resources = frozenset(args.get("ignoredResources") or ())
         self.ignored_groups = frozenset(args.get("ignoredResourceGroups") or ())
-        strategy = args.get("scoringStrategy") or {}
+        for i, group in enumerate(args.get("ignoredResourceGroups") or ()):
+            if "/" in group:
+                raise ValueError(
+                    f"ignoredResourceGroups[{i}]: Invalid value: {group!r}: resource group "
+                    "name can't contain '/'"
+                )
+        strategy = args.get("scoringStrategy")
+        if strategy is None:
+            strategy = {"type": LEAST_ALLOCATED}
         if not isinstance(strategy, Mapping):
             raise ValueError("scoringStrategy: must be a mapping")
-        self.strategy: str = strategy.get("type", LEAST_ALLOCATED)
+        self.strategy: str = strategy.get("type") or ""
         if self.strategy not in _STRATEGIES:
-            raise ValueError(f"scoringStrategy.type: {self.strategy!r} is not one of {_STRATEGIES}")
+            supported = ", ".join(f'"{s}"' for s in _STRATEGIES)
+            raise ValueError(
+                f'scoringStrategy.type: Unsupported value: "{self.strategy}": supported '
+                f"values: {supported}"
+            )
         resources = parse_resources(strategy.get("resources"), where="scoringStrategy.resources")
         self.resources = tuple(n for n, _ in resources)
         self.weights = np.asarray([w for _, w in resources], dtype=np.int64)
         self.shape: tuple[tuple[int, int], ...] = ()
+        ratio = strategy.get("requestedToCapacityRatio")
         if self.strategy == REQUESTED_TO_CAPACITY_RATIO:
-            self.shape = _parse_shape(strategy.get("requestedToCapacityRatio"))
+            self.shape = _parse_shape(ratio)
+        elif ratio is not None:
+            raise ValueError(
+                "scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type "
+                "is not RequestedToCapacityRatio"
+            )
 
     # ---- filter ----------------------------------------------------------------------
     def _ignored(self, name: str) -> bool:
@@ -247,6 +271,18 @@ class NodeResourcesFit:
             reasons.extend(f"Insufficient {n}" for n in s.unknown)
             out.append(tuple(reasons))
         return out
+
+    def unresolvable(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """Where the pod asks for more of some resource than the node has at all (or one it
+        does not have): no eviction makes room there. Too many pods is never such a case."""
+        s = self._state(state, pod, table)
+        if s.unknown:
+            return [True] * len(rows)
+        sized = s.cols != COL_PODS
+        alloc = table.allocatable[np.asarray(rows, dtype=np.int64)][:, s.cols[sized]]
+        return [bool(x) for x in (alloc < s.need[sized]).any(axis=1)]
 
     # ---- score -----------------------------------------------------------------------
     def _score_requests(
@@ -324,19 +360,36 @@ class NodeResourcesFit:
 def _parse_shape(raw: Any) -> tuple[tuple[int, int], ...]:
     """requestedToCapacityRatio.shape: utilisations strictly increasing in 0..100, scores
     0..10 (scaled to 0..100 here, as kube-scheduler does)."""
-    if not isinstance(raw, Mapping) or not isinstance(raw.get("shape"), list) or not raw["shape"]:
-        raise ValueError("scoringStrategy.requestedToCapacityRatio.shape: needs at least 1 point")
+    where = "scoringStrategy.requestedToCapacityRatio"
+    if not isinstance(raw, Mapping):
+        raise ValueError(
+            f"{where}: Required value: must be specified when type is RequestedToCapacityRatio"
+        )
+    return _shape_points(raw.get("shape"), where=f"{where}.shape")
+
+
+def _shape_points(raw: Any, *, where: str) -> tuple[tuple[int, int], ...]:
+    """A utilization shape: points with utilisations strictly increasing in 0..100 and
+    scores in 0..10 (returned scaled to 0..100)."""
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{where}: Required value: at least one point must be specified")
     points: list[tuple[int, int]] = []
-    for i, p in enumerate(raw["shape"]):
-        where = f"scoringStrategy.requestedToCapacityRatio.shape[{i}]"
+    for i, p in enumerate(raw):
         if not isinstance(p, Mapping):
-            raise ValueError(f"{where}: expected {{utilization, score}}")
-        util, score = p.get("utilization"), p.get("score")
+            raise ValueError(f"{where}[{i}]: expected {{utilization, score}}")
+        util, score = p.get("utilization", 0), p.get("score", 0)
         if not isinstance(util, int) or not 0 <= util <= MAX_UTILIZATION:
-            raise ValueError(f"{where}.utilization: must be an integer in 0..100")
+            raise ValueError(
+                f"{where}[{i}].utilization: Invalid value: {util!r}: not in valid range [0, 100]"
+            )
         if not isinstance(score, int) or not 0 <= score <= MAX_CUSTOM_PRIORITY_SCORE:
-            raise ValueError(f"{where}.score: must be an integer in 0..10")
+            raise ValueError(
+                f"{where}[{i}].score: Invalid value: {score!r}: not in valid range [0, 10]"
+            )
         if points and util <= points[-1][0]:
-            raise ValueError(f"{where}.utilization: values must be strictly increasing")
+            raise ValueError(
+                f"{where}[{i}].utilization: Invalid value: {util}: values must be sorted in "
+                "increasing order"
+            )
         points.append((util, score * (framework.MAX_NODE_SCORE // MAX_CUSTOM_PRIORITY_SCORE)))
     return tuple(points)

@@ -46,6 +46,7 @@ REASON_MISSING_LABEL = REASON_CONSTRAINTS + " (missing required label)"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 HONOR = "Honor"
+IGNORE = "Ignore"
 LABEL_HOSTNAME = "kubernetes.io/hostname"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 # Owner kinds whose selector kube-scheduler's DefaultSelector can use (besides Services).
@@ -148,20 +149,33 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         args = args or {}
-        defaulting = args.get("defaultingType", "System")
+        defaulting = args.get("defaultingType") or "System"
         given = args.get("defaultConstraints") or []
         if defaulting not in ("System", "List"):
-            raise ValueError(f"defaultingType: must be System or List, got {defaulting!r}")
+            raise ValueError(
+                f'defaultingType: Unsupported value: "{defaulting}": supported values: '
+                '"List", "System"'
+            )
         if not isinstance(given, list):
             raise ValueError("defaultConstraints: expected a list")
         if defaulting == "System" and given:
-            raise ValueError("defaultConstraints: must be empty when defaultingType is System")
+            raise ValueError(
+                'defaultingType: Invalid value: "System": when .defaultConstraints are not empty'
+            )
         self.system_defaulted = defaulting == "System"
         self.default_constraints: tuple[models.TopologySpreadConstraint, ...] = (
             SYSTEM_DEFAULT_CONSTRAINTS
             if self.system_defaulted
             else tuple(_parse_default(i, c) for i, c in enumerate(given))
         )
+        seen: set[tuple[str, str]] = set()
+        for i, c in enumerate(self.default_constraints):
+            if (c.topology_key, c.when_unsatisfiable) in seen:
+                raise ValueError(
+                    f'defaultConstraints[{i}]: Duplicate value: "{{{c.topology_key}, '
+                    f'{c.when_unsatisfiable}}}"'
+                )
+            seen.add((c.topology_key, c.when_unsatisfiable))
 
     # ---- constraints ---------------------------------------------------------------------
     def _constraints(self, pod: models.Pod, action: str) -> tuple[_Constraint, ...]:
@@ -192,9 +206,9 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                 topology_key=c.topology_key,
                 selector=None,
                 owner=owner,
-                min_domains=1,
-                honor_affinity=True,
-                honor_taints=False,
+                min_domains=c.min_domains if c.min_domains is not None else 1,
+                honor_affinity=c.node_affinity_policy == HONOR,
+                honor_taints=c.node_taints_policy == HONOR,
             )
             for c in self.default_constraints
             if c.when_unsatisfiable == action
@@ -268,19 +282,15 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
         fs = self._get_filter_state(state, pod, table)
-        out: list[tuple[str, ...]] = []
-        for row in rows:
-            reason = REASON_CONSTRAINTS
-            if fs is not None:
-                # kube-scheduler checks constraints in order and reports the first failure.
-                for has, bad in zip(fs.has_key, fs.too_skewed, strict=True):
-                    if not has[row]:
-                        reason = REASON_MISSING_LABEL
-                        break
-                    if bad[row]:
-                        break
-            out.append((reason,))
-        return out
+        return [(_first_failure(fs, row),) for row in rows]
+
+    def unresolvable(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[bool]:
+        """Where a node lacks a constraint's topology key: evicting pods cannot add it
+        (UnschedulableAndUnresolvable in kube-scheduler; a skew is Unschedulable)."""
+        fs = self._get_filter_state(state, pod, table)
+        return [_first_failure(fs, row) == REASON_MISSING_LABEL for row in rows]
 
     # ---- PreScore / Score / NormalizeScore -----------------------------------------------
     def pre_score(
@@ -378,20 +388,58 @@ def _spread_selector(
 
 
 def _parse_default(i: int, raw: Any) -> models.TopologySpreadConstraint:
+    """One of the args' defaultConstraints, checked as kube-scheduler checks them; its
+    selector is the pod's owner's, so it may not have one (and matchLabelKeys does
+    nothing, in kube-scheduler too)."""
     where = f"defaultConstraints[{i}]"
     if not isinstance(raw, Mapping):
         raise ValueError(f"{where}: expected a mapping")
     if raw.get("labelSelector") is not None:
-        raise ValueError(f"{where}.labelSelector: not allowed in default constraints")
+        raise ValueError(
+            f"{where}.labelSelector: Forbidden: constraint must not define a selector, as "
+            "they deduced for each pod"
+        )
     max_skew = raw.get("maxSkew")
     key = raw.get("topologyKey")
     action = raw.get("whenUnsatisfiable")
+    min_domains = raw.get("minDomains")
     if not isinstance(max_skew, int) or max_skew <= 0:
-        raise ValueError(f"{where}.maxSkew: must be a positive integer")
+        raise ValueError(
+            f"{where}.maxSkew: Invalid value: {max_skew!r}: not in valid range (0, inf)"
+        )
     if not isinstance(key, str) or not key:
-        raise ValueError(f"{where}.topologyKey: must be a non-empty string")
+        raise ValueError(f"{where}.topologyKey: Required value: can not be empty")
     if action not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-        raise ValueError(f"{where}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
+        raise ValueError(
+            f'{where}.whenUnsatisfiable: Unsupported value: "{action or ""}": supported values: '
+            f'"{DO_NOT_SCHEDULE}", "{SCHEDULE_ANYWAY}"'
+        )
+    if min_domains is not None and (not isinstance(min_domains, int) or min_domains <= 0):
+        raise ValueError(f"{where}.minDomains: Invalid value: {min_domains!r}: must be positive")
+    policies = {
+        f: raw.get(f) or d for f, d in (("nodeAffinityPolicy", HONOR), ("nodeTaintsPolicy", IGNORE))
+    }
+    for f, policy in policies.items():
+        if policy not in (HONOR, IGNORE):
+            raise ValueError(
+                f'{where}.{f}: Unsupported value: "{policy}": supported values: "Honor", "Ignore"'
+            )
     return models.TopologySpreadConstraint(
-        max_skew=max_skew, topology_key=key, when_unsatisfiable=action
+        max_skew=max_skew,
+        topology_key=key,
+        when_unsatisfiable=action,
+        min_domains=min_domains,
+        node_affinity_policy=policies["nodeAffinityPolicy"],
+        node_taints_policy=policies["nodeTaintsPolicy"],
     )
+
+
+def _first_failure(fs: _FilterState | None, row: int) -> str:
+    """kube-scheduler checks the constraints in order and reports the first failure."""
+    if fs is not None:
+        for has, bad in zip(fs.has_key, fs.too_skewed, strict=True):
+            if not has[row]:
+                return REASON_MISSING_LABEL
+            if bad[row]:
+                break
+    return REASON_CONSTRAINTS

@@ -16,17 +16,22 @@ Reserve takes, for the chosen node, each static volume (assumed bound to its cla
 each claim to provision (assumed to carry the selected node) in the view, so no later pod
 takes them; the decision carries them under `framework.PREBIND_VOLUMES`. Unreserve puts
 the view back. A claim or volume the watcher could not read rejects the pod, naming it.
+
+A decision made by another scheduler (adopted from a binder after a failover) comes with its
+writes already chosen: Reserve, given them (`reserve_chosen`), assumes what of them it still
+can instead of choosing, so the binder's volumes are held as this scheduler's own are, and
+released by the same Unreserve.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from splitsched.core import framework, models, storage
 from splitsched.core.nodetable import BoolArray, NodeTable
-from splitsched.core.plugins import basics, volumes
+from splitsched.core.plugins import volumes
 from splitsched.core.plugins.volume_matching import Found, PodClaims, find
 from splitsched.core.storageview import StorageView
 
@@ -34,6 +39,7 @@ REASON_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 _CLAIMS = "PreFilterVolumeBinding"
 _FOUND = "FilterVolumeBinding"
 _ASSUMED = "ReserveVolumeBinding"
+_CHOSEN = "ChosenVolumeBinding"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,14 @@ class _Claims:
 
     claims: PodClaims
     table: NodeTable
+
+
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    """Writes chosen elsewhere, for Reserve to assume in `view` (`reserve_chosen`)."""
+
+    view: StorageView
+    writes: tuple[storage.VolumeBinding, ...]
 
 
 @dataclass(slots=True)
@@ -61,8 +75,10 @@ class _Assumed:
         self.claims.clear()
 
 
-class VolumeBinding(basics.NoArgs):
+class VolumeBinding:
     name: ClassVar[str] = "VolumeBinding"
+    #: kube-scheduler's default VolumeBindingArgs.bindTimeoutSeconds.
+    DEFAULT_BIND_TIMEOUT: ClassVar[int] = 600
     resolvable_by_preemption: ClassVar[bool] = False
     volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes
     events: ClassVar[frozenset[framework.ClusterEvent]] = volumes.VOLUME_EVENTS | {
@@ -70,6 +86,25 @@ class VolumeBinding(basics.NoArgs):
         framework.ClusterEvent.CSI_NODE_ADD,
         framework.ClusterEvent.CSI_NODE_UPDATE,
     }
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        """VolumeBindingArgs: `bindTimeoutSeconds` (the deadline of a decision whose
+        binder binds volumes; the scheduler service applies it) and `shape`, which
+        kube-scheduler v1.36 refuses unless its StorageCapacityScoring gate is on (off by
+        default; this plugin has no Score)."""
+        args = args or {}
+        timeout = args.get("bindTimeoutSeconds", self.DEFAULT_BIND_TIMEOUT)
+        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+            raise ValueError(
+                f"bindTimeoutSeconds: Invalid value: {timeout!r}: invalid BindTimeoutSeconds, "
+                "should not be a negative value"
+            )
+        if args.get("shape") is not None:
+            raise ValueError(
+                "shape: unexpected field `shape`, remove it or turn on the feature gate "
+                "StorageCapacityScoring (splitsched has no storage capacity scoring)"
+            )
+        self.bind_timeout_seconds: int = timeout
 
     def pre_filter(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable
@@ -109,7 +144,10 @@ class VolumeBinding(basics.NoArgs):
 
     def reserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> framework.Status:
         """Assume the node's volumes and claims to provision (AssumePodVolumes); nothing
-        when every claim is bound."""
+        when every claim is bound. Writes chosen elsewhere are held instead (`_hold`)."""
+        chosen = state.read(_CHOSEN)
+        if isinstance(chosen, _Chosen):
+            return _hold(state, pod, node, chosen)
         held = state.read(_CLAIMS) if pod.volumes else None
         if not isinstance(held, _Claims) or not held.claims.delayed:
             return framework.Status.skip()
@@ -157,6 +195,55 @@ def _assume(
             assumed.claims.append(claim.key)
         writes.append(storage.VolumeBinding(claim.namespace, claim.name))
     return tuple(writes)
+
+
+def reserve_chosen(
+    view: StorageView, writes: Sequence[storage.VolumeBinding]
+) -> framework.CycleState:
+    """A cycle state in which Reserve assumes `writes` in `view` rather than choosing: for
+    a decision another scheduler made (adopted from the binder carrying it out)."""
+    state = framework.CycleState()
+    state.write(_CHOSEN, _Chosen(view, tuple(writes)))
+    return state
+
+
+def _hold(
+    state: framework.CycleState, pod: models.Pod, node: str, chosen: _Chosen
+) -> framework.Status:
+    """Assume what of the chosen writes the view still allows, for the pod's own claims
+    only: a volume nobody claims, a claim no node was selected for. The rest is left as
+    the watch shows it (the binder already wrote it, or will find it taken and fail the
+    decision). Never rejects: the pod's room is held whatever its volumes."""
+    mounted = {v.claim_name for v in volumes.claim_volumes(pod)}
+    writes = tuple(
+        w for w in chosen.writes if w.claim_namespace == pod.namespace and w.claim_name in mounted
+    )
+    assumed = _Assumed(chosen.view)
+    for write in writes:
+        _hold_one(assumed, write, node)
+    state.write(_ASSUMED, assumed)
+    state.write(framework.PREBIND_VOLUMES, writes)
+    return framework.Status.success()
+
+
+def _hold_one(assumed: _Assumed, write: storage.VolumeBinding, node: str) -> None:
+    """Assume one chosen write if the view (assumptions included) shows it still to do."""
+    view = assumed.view
+    key = (write.claim_namespace, write.claim_name)
+    claim = view.claims.get(key)
+    if claim is None:
+        return
+    if write.pv_name:
+        volume, seen = view.volumes.get(write.pv_name), view.volume(write.pv_name)
+        if volume is None or seen is None or seen.claim_ref is not None:
+            return  # gone, or claimed (by the binder already, or for another claim)
+        if view.assume_volume(volume, claim):
+            assumed.volumes.append(write.pv_name)
+        return
+    seen_claim = view.claim(*key)
+    todo = seen_claim is not None and not (seen_claim.selected_node or seen_claim.volume_name)
+    if todo and view.assume_claim_node(claim, node):
+        assumed.claims.append(key)
 
 
 def pod_claims(pod: models.Pod, view: StorageView) -> PodClaims | str:

@@ -130,6 +130,7 @@ class ControlPlane:
         binaries.ensure_binaries(self._components())
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(exist_ok=True)
+        self._processes.clear_logs()
         extra_ips = (self.node_address,) if self.node_address else ()
         pki.make_pki(self.pki_dir, extra_ips=extra_ips)
         state = ControlPlaneState(

@@ -94,6 +94,12 @@ class ProcessFiles:
     def log_path(self, name: str) -> Path:
         return self.directory / "logs" / f"{name}.log"
 
+    def clear_logs(self) -> None:
+        """Forget earlier runs' logs before a fresh start: ``spawn`` appends (a restarted
+        component keeps its history), so an old log would show dead ports first."""
+        for log in (self.directory / "logs").glob("*.log"):
+            log.unlink()
+
     def pid_path(self, name: str) -> Path:
         return self.directory / f"{name}.pid"
 

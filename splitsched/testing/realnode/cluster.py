@@ -10,11 +10,15 @@ record."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
 from pathlib import Path
 
+from kubernetes import client
+
+from splitsched.testing import kube
 from splitsched.testing.controlplane import ControlPlane, ControlPlaneError, binaries
 from splitsched.testing.realnode import host, network, teardown
 from splitsched.testing.realnode.layout import NodeLayout
@@ -79,20 +83,12 @@ class RealCluster:
         self.phases[name] = round(time.monotonic() - start, 1)
 
     def wait_node_ready(self, *, timeout: float = 120.0) -> None:
-        from kubernetes import client, config
-
-        api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig_path)))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                node = api.read_node(self.layout.node_name)
-                conditions = {c.type: c.status for c in node.status.conditions or []}
-                if conditions.get("Ready") == "True":
-                    return
-            except Exception:
-                pass
-            time.sleep(1.0)
-        raise ControlPlaneError(f"node {self.layout.node_name} not Ready in {timeout:.0f}s")
+        api = kube.api_client_from_kubeconfig(self.kubeconfig_path)
+        name = self.layout.node_name
+        try:
+            kube.wait_nodes_ready(api, names=[name], timeout=timeout)
+        except kube.WaitTimeout as exc:
+            raise ControlPlaneError(f"node {name} not Ready in {timeout:.0f}s") from exc
 
     # -- down --------------------------------------------------------------------------
 
@@ -123,22 +119,28 @@ class RealCluster:
 
     def _delete_node_pods(self, *, timeout: float = 90.0) -> None:
         """Delete the pods on the real node and wait until the kubelet has torn down
-        their sandboxes (CNI DEL releases their addresses and veths)."""
-        from kubernetes import client, config
-
-        api = client.CoreV1Api(config.new_client_from_config(str(self.kubeconfig_path)))
+        their sandboxes (CNI DEL releases their addresses and veths); best effort within
+        ``timeout``: the rest of ``down`` runs either way."""
+        core = client.CoreV1Api(kube.api_client_from_kubeconfig(self.kubeconfig_path))
         selector = f"spec.nodeName={self.layout.node_name}"
-        for pod in api.list_pod_for_all_namespaces(field_selector=selector).items:
-            api.delete_namespaced_pod(
+        for pod in core.list_pod_for_all_namespaces(field_selector=selector).items:
+            core.delete_namespaced_pod(
                 pod.metadata.name, pod.metadata.namespace, grace_period_seconds=5
             )
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not api.list_pod_for_all_namespaces(field_selector=selector).items:
-                break
-            time.sleep(1.0)
-        while time.monotonic() < deadline and self._sandboxes():
-            time.sleep(1.0)
+        with contextlib.suppress(kube.WaitTimeout):
+            kube.wait_for(
+                lambda: not core.list_pod_for_all_namespaces(field_selector=selector).items,
+                timeout=timeout,
+                interval=1.0,
+                message="the node's pods to be deleted",
+            )
+            kube.wait_for(
+                lambda: not self._sandboxes(),
+                timeout=max(0.0, deadline - time.monotonic()),
+                interval=1.0,
+                message="their sandboxes to be torn down",
+            )
 
     def _sandboxes(self) -> list[str]:
         out = subprocess.run(

@@ -13,6 +13,7 @@ import signal
 import time
 from pathlib import Path
 
+from splitsched.testing.controlplane.processes import pid_alive, pid_cmdline
 from splitsched.testing.realnode import host
 from splitsched.testing.realnode.network import run
 
@@ -108,7 +109,7 @@ def kill_leftover_containers(containerd_socket: Path, *, timeout: float = 20.0) 
     for pid in shims:
         _kill(pid)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in (*victims, *shims)):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in (*victims, *shims)):
         time.sleep(0.2)
     return len(victims) + len(shims)
 
@@ -123,13 +124,8 @@ def _kubepods_pids() -> list[int]:
 
 
 def _processes() -> list[tuple[int, list[str]]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-                found.append((int(entry.name), [a.decode(errors="replace") for a in argv if a]))
-    return found
+    pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    return [(pid, pid_cmdline(pid)) for pid in pids]
 
 
 def _is_our_shim(argv: list[str], socket: Path) -> bool:
@@ -139,17 +135,3 @@ def _is_our_shim(argv: list[str], socket: Path) -> bool:
 def _kill(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"  # a zombie is dead; init reaps it

@@ -102,6 +102,7 @@ def test_binder_bind_span_continues_the_trace_with_a_child_per_attempt(
     assert bind.attributes is not None
     assert bind.attributes["k8s.pod.name"] == "p"
     assert bind.attributes["k8s.node.name"] == "n1"
+    assert bind.attributes["splitsched.binder.id"] == "b-0"
     assert bind.attributes["splitsched.bind.attempts"] == 2
     attempts = sorted(
         (s for s in spans if parent_id(s) == span_id(bind)), key=lambda s: s.start_time or 0

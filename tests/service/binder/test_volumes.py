@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.binder import volumes
+import pytest
+
+from services.binder import volumes, worker
 from splitsched.v1 import binder_pb2, scheduler_pb2
 from tests.support.binder import Harness, add_pod, bind_request, eventually, harness, run
 from tests.support.fakes.kube import Scripted
@@ -324,3 +326,31 @@ def test_the_step_leaves_the_binding_its_reserve_before_the_deadline() -> None:
     assert volumes.step_deadline(job, now=90.0) == 100.0 - volumes.BINDING_RESERVE
     assert volumes.step_deadline(job, now=99.0) == 99.75  # a quarter of what is left
     assert volumes.step_deadline(job, now=101.0) == 100.0
+
+
+def test_a_decision_waiting_for_the_pv_controller_is_re_reported_with_its_volumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scheduler that takes over while the step waits learns which volumes the decision
+    binds from the IN_PROGRESS re-reports (and from its outcome), so it can hold them."""
+    monkeypatch.setattr(worker, "IN_PROGRESS_AFTER", 0.0)
+
+    async def body() -> None:
+        async with harness(kube=VolumeKube(controller=False)) as h:
+            kube = fake(h)
+            stateful_pod(h, "web-0", "data-web-0", "logs-web-0")
+            kube.put_pv(pv_object("pv-a"))
+            request = with_volumes(
+                bind_request("d1", "web-0", deadline=1.5),
+                ("data-web-0", "pv-a"), ("logs-web-0", ""),
+            )  # fmt: skip
+            assert (await h.stub.Bind(request)).accepted
+            await eventually(lambda: kube.pvs["pv-a"]["spec"].get("claimRef"))
+            (report,) = [o for o in h.pool.in_progress() if o.decision_id == "d1"]
+            written = [(v.claim_namespace, v.claim_name, v.pv_name) for v in report.volume_bindings]
+            assert written == [("ns", "data-web-0", "pv-a"), ("ns", "logs-web-0", "")]
+            outcome = await h.outcome("d1")
+            assert outcome.result == Outcome.DEADLINE_EXCEEDED
+            assert list(outcome.volume_bindings) == list(report.volume_bindings)
+
+    run(body())

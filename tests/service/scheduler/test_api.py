@@ -115,7 +115,10 @@ def test_get_pod_follows_waiting_binding_bound_with_attempts_and_reasons() -> No
             big = await s.stub.GetPod(scheduler_pb2.GetPodRequest(namespace="ns", name="big"))
             assert big.state == scheduler_pb2.WAITING
             assert big.scheduling_attempts == 1 and big.node == ""
-            assert big.message == "0/2 nodes are available: 2 Insufficient cpu."
+            assert big.message == (
+                "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, "
+                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+            )
             assert {(f.node, tuple(f.reasons)) for f in big.last_failures} == {
                 ("a", ("Insufficient cpu",)),
                 ("b", ("Insufficient cpu",)),
@@ -405,7 +408,11 @@ def test_simulate_places_in_order_and_explains_with_earlier_pods_counted() -> No
             assert (a.pod.name, a.node, b.pod.name, b.node) == ("a", "only", "b", "")
             assert [n.node for n in a.top_nodes] == ["only"] and a.top_nodes[0].plugin_scores
             assert not resp.all_placed
-            assert b.summary == "0/1 nodes are available: 1 Insufficient cpu."
+            assert b.summary == (
+                "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+                "preemption: 0/1 nodes are available: 1 No preemption victims found for "
+                "incoming pod."
+            )
             # b's verdicts see a on the node, as the simulation did.
             assert [(v.plugin, v.rejected_nodes) for v in b.plugins] == [("NodeResourcesFit", 1)]
             # Gang: all or nothing, naming the pod that blocks.

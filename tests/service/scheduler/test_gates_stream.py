@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 from typing import Any
 
 import grpc
@@ -22,48 +21,14 @@ from services.scheduler import main as scheduler_main
 from services.scheduler.settings import SchedulerSettings
 from services.watcher import entries, ring
 from splitsched.runtime import service
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 from tests.support import watcher
 from tests.support.binder import eventually
+from tests.support.scheduler import RecordingBinder, free_port, recording_binder
 
 NOW = 1_700_000_000.0
 CONVERT = entries.Converter(scheduler_names=["splitsched"])
 GATES = ["example.com/quota", "example.com/image"]
-
-
-class RecordingBinder(binder_pb2_grpc.BinderServicer):
-    """Accepts every decision and records it, and every FailedScheduling report."""
-
-    def __init__(self) -> None:
-        self.bound: list[binder_pb2.BindRequest] = []
-        self.reports: list[binder_pb2.UnschedulableReport] = []
-        self.preempts: list[binder_pb2.PreemptRequest] = []
-
-    async def BindBatch(
-        self, request: binder_pb2.BindBatchRequest, context: Any
-    ) -> binder_pb2.BindBatchResponse:
-        self.bound.extend(request.requests)
-        return binder_pb2.BindBatchResponse(
-            responses=[
-                binder_pb2.BindResponse(decision_id=r.decision_id, accepted=True)
-                for r in request.requests
-            ]
-        )
-
-    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
-        raise AssertionError("the scheduler sends batches")
-
-    async def ReportUnschedulable(
-        self, request: binder_pb2.UnschedulableReport, context: Any
-    ) -> binder_pb2.BinderAck:
-        self.reports.append(request)
-        return binder_pb2.BinderAck(accepted=True)
-
-    async def Preempt(
-        self, request: binder_pb2.PreemptRequest, context: Any
-    ) -> binder_pb2.BinderAck:
-        self.preempts.append(request)
-        return binder_pb2.BinderAck(accepted=True)
 
 
 def node_json(name: str) -> dict[str, Any]:
@@ -92,12 +57,6 @@ def entry(made: ring.Entry | None) -> ring.Entry:
     return made
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def scenario(
     svc: scheduler_main.SchedulerService,
     hub: ring.ClusterHub,
@@ -105,10 +64,10 @@ async def scenario(
     api: scheduler_pb2_grpc.SchedulerAsyncStub,
 ) -> None:
     # The ungated pod binds: the whole path works, so the gated one's silence means something.
-    await eventually(lambda: len(binder.bound) == 1)
-    assert binder.bound[0].pod.name == "web"
+    await eventually(lambda: len(binder.requests) == 1)
+    assert binder.requests[0].pod.name == "web"
     await asyncio.sleep(0.5)  # several loop turns: nothing else is sent
-    assert len(binder.bound) == 1 and not binder.reports and not binder.preempts
+    assert len(binder.requests) == 1 and not binder.reports and not binder.preempts
 
     status = await api.GetPod(scheduler_pb2.GetPodRequest(namespace="shop", name="train"))
     assert status.state == scheduler_pb2.GATED and status.queue == "gated"
@@ -124,13 +83,13 @@ async def scenario(
     hub.upsert(entry(CONVERT.pod(pod_json("train", "3", GATES[1:]), NOW)))  # one gate left
     await eventually(lambda: version_of(svc, "train") == "3")
     await asyncio.sleep(0.3)
-    assert len(binder.bound) == 1
+    assert len(binder.requests) == 1
     status = await api.GetPod(scheduler_pb2.GetPodRequest(namespace="shop", name="train"))
     assert status.state == scheduler_pb2.GATED and status.message.endswith(": " + GATES[1])
 
     hub.upsert(entry(CONVERT.pod(pod_json("train", "4", []), NOW)))  # the last gate removed
-    await eventually(lambda: len(binder.bound) == 2)
-    request = binder.bound[1]
+    await eventually(lambda: len(binder.requests) == 2)
+    request = binder.requests[1]
     assert (request.pod.name, request.node) == ("train", "n1")
     status = await api.GetPod(scheduler_pb2.GetPodRequest(namespace="shop", name="train"))
     assert status.state == scheduler_pb2.BINDING and status.scheduling_attempts == 1
@@ -153,12 +112,10 @@ def test_a_gated_pod_reaches_no_binder_until_its_last_gate_is_removed() -> None:
         hub.upsert(entry(CONVERT.pod(pod_json("train", "2", GATES), NOW)))
         hub.upsert(entry(CONVERT.pod(pod_json("web", "2", [], cpu="500m"), NOW)))
         hub.mark_synced()
-        binder = RecordingBinder()
-        server = grpc.aio.server()
-        binder_pb2_grpc.add_BinderServicer_to_server(binder, server)
-        binder_port = server.add_insecure_port("127.0.0.1:0")
-        await server.start()
-        async with watcher.serving(hub) as watcher_port:
+        async with (
+            recording_binder() as (binder, binder_port),
+            watcher.serving(hub) as watcher_port,
+        ):
             listen = f"127.0.0.1:{free_port()}"
             settings = SchedulerSettings.load(
                 [
@@ -179,6 +136,5 @@ def test_a_gated_pod_reaches_no_binder_until_its_last_gate_is_removed() -> None:
                 assert signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
                 os.kill(os.getpid(), signal.SIGTERM)
                 assert await asyncio.wait_for(served, 20) == 0
-        await server.stop(0)
 
     asyncio.run(asyncio.wait_for(body(), 60))

@@ -7,73 +7,33 @@ BindRequest carries the volume VolumeBinding chose in `volume_bindings`, and whi
 binding is in flight the volume is assumed, so the second pod waits. The binder reports the
 binding FAILED (ReportBindingOutcome over gRPC): the scheduler forgets the first pod
 (Unreserve gives the volume back) and the volume goes to one of the two pods, whichever
-the queue tries first, in a second BindRequest; the other waits again.
+the queue tries first, in a second BindRequest; the other waits again. Each BindRequest
+carries the deadline of a decision with volumes (`--volume-bind-timeout`, less the margin
+that lets the binder report first), not the plain `--bind-timeout`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import socket
+import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import grpc
 
-from services.scheduler import main as scheduler_main
-from services.scheduler.settings import SchedulerSettings
 from services.watcher import entries, ring
-from splitsched.runtime import grpcsrv, service
 from splitsched.testing import kube
 from splitsched.testing import storage as st
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
+from splitsched.v1 import binder_pb2, scheduler_pb2, scheduler_pb2_grpc, types_pb2
 from tests.support import watcher as fake_watcher
+from tests.support.scheduler import recording_binder, running_scheduler
 
 NOW = 1_700_000_000.0
 NS = "team"
-
-
-class RecordingBinder(binder_pb2_grpc.BinderServicer):
-    """Accepts every decision and remembers it; reports nothing by itself."""
-
-    def __init__(self) -> None:
-        self.requests: list[binder_pb2.BindRequest] = []
-        self.arrived = asyncio.Event()
-
-    async def BindBatch(
-        self, request: binder_pb2.BindBatchRequest, context: Any
-    ) -> binder_pb2.BindBatchResponse:
-        self.requests.extend(request.requests)
-        self.arrived.set()
-        return binder_pb2.BindBatchResponse(
-            responses=[binder_pb2.BindResponse(decision_id=r.decision_id, accepted=True)
-                       for r in request.requests]
-        )  # fmt: skip
-
-    async def ReportUnschedulable(
-        self, request: binder_pb2.UnschedulableReport, context: Any
-    ) -> binder_pb2.BinderAck:
-        return binder_pb2.BinderAck(accepted=True)
-
-    async def Bind(self, request: binder_pb2.BindRequest, context: Any) -> binder_pb2.BindResponse:
-        raise AssertionError("the scheduler sends batches")
-
-    async def Preempt(
-        self, request: binder_pb2.PreemptRequest, context: Any
-    ) -> binder_pb2.BinderAck:
-        raise AssertionError("nothing to preempt here")
-
-    async def next_request(self, count: int) -> binder_pb2.BindRequest:
-        while len(self.requests) < count:
-            self.arrived.clear()
-            await asyncio.wait_for(self.arrived.wait(), 20)
-        return self.requests[count - 1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+VOLUME_BIND_TIMEOUT = 300
+#: The binder's deadline comes this much before the scheduler's (a share of --bind-timeout 60).
+MARGIN = 60 * 0.2
 
 
 def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
@@ -83,10 +43,10 @@ def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
     return manifest
 
 
-def cluster() -> ring.ClusterHub:
+def cluster(*, ring_size: int = 100) -> ring.ClusterHub:
     """The hub as the watcher would fill it from the API server."""
     conv = entries.Converter()
-    hub = ring.ClusterHub(ring_size=100, first_sequence=1)
+    hub = ring.ClusterHub(ring_size=ring_size, first_sequence=1)
     pv = named(st.make_pv("pv-a", storage_class="local", node_affinity={st.HOSTNAME: ["node-a"]}))
     pv["status"] = {"phase": "Available"}  # as the PV controller leaves a new volume
     items = [
@@ -108,62 +68,141 @@ def cluster() -> ring.ClusterHub:
     return hub
 
 
-@asynccontextmanager
-async def running(watcher: int, binder: int) -> AsyncIterator[str]:
-    """The scheduler service against them; yields its API's address."""
-    api = f"127.0.0.1:{free_port()}"
-    settings = SchedulerSettings.load(
-        ["--listen", api, "--http-listen", "127.0.0.1:0", "--watcher", f"127.0.0.1:{watcher}",
-         "--binders", f"127.0.0.1:{binder}", "--settle-seconds", "0", "--bind-timeout", "60"],
-        environ={},
+async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
+    """Report one outcome as a binder does; how many the scheduler accepted."""
+    async with grpc.aio.insecure_channel(api) as channel:
+        answer = await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
+            scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="b"),
+            timeout=10,
+        )
+    return answer.accepted
+
+
+def failed(request: binder_pb2.BindRequest) -> scheduler_pb2.BindingOutcome:
+    return scheduler_pb2.BindingOutcome(
+        decision_id=request.decision_id, pod=request.pod, node=request.node,
+        result=scheduler_pb2.BindingOutcome.FAILED, message="binding volumes: timed out",
     )  # fmt: skip
-    svc = scheduler_main.SchedulerService(settings)
-    served = asyncio.create_task(service.serve(svc, settings.common))
-    try:
+
+
+@asynccontextmanager
+async def running(watcher: int, binder: int, *, settle: float = 0) -> AsyncIterator[str]:
+    """The scheduler service against them (its first decision `settle` seconds after it is
+    synced and serving); yields its API's address."""
+    async with running_scheduler(
+        watcher, binder, "--settle-seconds", str(settle), "--bind-timeout", "60",
+        "--volume-bind-timeout", str(VOLUME_BIND_TIMEOUT),
+    ) as api:  # fmt: skip
         yield api
-    finally:
-        svc.leadership.stopped_leading()
-        await asyncio.wait_for(served, 20)
 
 
 def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
     async def body() -> None:
-        binder = RecordingBinder()
-        server = await grpcsrv.serve(
-            listen="127.0.0.1:0",
-            servicers=[(binder_pb2_grpc.add_BinderServicer_to_server, binder)],
-            service_names=["splitsched.v1.Binder"],
-        )
-        await server.set_serving(True)
-        binder_port = server.port
-        try:
-            async with (
-                fake_watcher.serving(cluster()) as watcher_port,
-                running(watcher_port, binder_port) as api,
-            ):
-                first = await binder.next_request(1)
-                assert first.node == "node-a"
-                claim = f"data-{first.pod.name[-1]}"
-                assert [(b.claim_namespace, b.claim_name, b.pv_name)
-                        for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
-                await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
-                assert len(binder.requests) == 1
-                async with grpc.aio.insecure_channel(api) as channel:
-                    failed = scheduler_pb2.BindingOutcome(
-                        decision_id=first.decision_id, pod=first.pod, node=first.node,
-                        result=scheduler_pb2.BindingOutcome.FAILED,
-                        message="binding volumes: timed out",
-                    )  # fmt: skip
-                    await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
-                        scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[failed],
-                                                                  binder_id="b"), timeout=10
-                    )  # fmt: skip
-                second = await binder.next_request(2)
-                assert second.node == "node-a"
-                assert [b.pv_name for b in second.volume_bindings] == ["pv-a"]
-                await asyncio.sleep(1.0)
-                assert len(binder.requests) == 2  # one volume, one binding in flight
-        finally:
-            await server.stop(0)
+        async with (
+            recording_binder() as (binder, binder_port),
+            fake_watcher.serving(cluster()) as watcher_port,
+            running(watcher_port, binder_port) as api,
+        ):
+            first = await binder.next_request(1)
+            assert first.node == "node-a"
+            claim = f"data-{first.pod.name[-1]}"
+            assert [(b.claim_namespace, b.claim_name, b.pv_name)
+                    for b in first.volume_bindings] == [(NS, claim, "pv-a")]  # fmt: skip
+            left = first.deadline.ToNanoseconds() / 1e9 - time.time()
+            assert 60 < left <= VOLUME_BIND_TIMEOUT - MARGIN, left
+            await asyncio.sleep(1.0)  # the other pod was tried meanwhile: it waits
+            assert len(binder.requests) == 1
+            assert await report(api, failed(first)) == 1
+            second = await binder.next_request(2)
+            assert second.node == "node-a"
+            assert [b.pv_name for b in second.volume_bindings] == ["pv-a"]
+            await asyncio.sleep(1.0)
+            assert len(binder.requests) == 2  # one volume, one binding in flight
 
     asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def low_priority_pod(name: str) -> ring.Entry:
+    """A pod without volumes that the queue tries after the others."""
+    pod = named(kube.make_pod(name))
+    pod["metadata"]["namespace"] = NS
+    pod["spec"]["priority"] = -1
+    entry = entries.Converter().pod(pod, NOW)
+    assert entry is not None
+    return entry
+
+
+def test_a_fresh_snapshot_keeps_the_volume_of_the_decision_in_flight() -> None:
+    """The watcher restarts while the first pod's binding is in flight, and the scheduler's
+    cursor is no longer in its ring: a fresh snapshot, in which the volume still looks
+    available (the binder has written nothing yet). The rebuilt view keeps it assumed:
+    the other pod waits (it is tried before the low-priority pod that comes with the
+    snapshot, whose decision shows the scheduler is at work again) until the first
+    binding fails."""
+
+    async def body() -> None:
+        hub = cluster(ring_size=1)
+        async with recording_binder() as (binder, binder_port), AsyncExitStack() as watcher:
+            port = await watcher.enter_async_context(fake_watcher.serving(hub))
+            async with running(port, binder_port) as api:
+                first = await binder.next_request(1)
+                assert [b.pv_name for b in first.volume_bindings] == ["pv-a"]
+                await watcher.aclose()  # the stream breaks ...
+                hub.upsert(low_priority_pod("plain"))  # ... and its cursor leaves the ring
+                hub.upsert(low_priority_pod("plain-2"))
+                async with fake_watcher.serving(hub, port=port):
+                    assert (await binder.next_request(2)).pod.name == "plain"
+                    sent = [r.pod.name for r in binder.requests]
+                    assert [n for n in sent if n.startswith("web")] == [first.pod.name], sent
+                    assert await report(api, failed(first)) == 1
+                    again = await binder.next_request(len(sent) + 1)
+                    assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
+
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def test_a_new_leader_holds_the_volumes_of_a_decision_it_adopts() -> None:
+    """A scheduler that takes over (here: a fresh one) while a binder is in the volume step
+    of its predecessor's decision: the binder's IN_PROGRESS re-reports name the volume,
+    and the settle period lets them arrive before the first decision. The new leader holds
+    the volume as its own: the other pod waits (tried before the low-priority pod, whose
+    decision shows scheduling has begun) until the adopted decision fails."""
+    in_flight = scheduler_pb2.BindingOutcome(
+        decision_id="old-1", pod=types_pb2.PodRef(namespace=NS, name="web-1", uid="uid-web-1"),
+        node="node-a", result=scheduler_pb2.BindingOutcome.IN_PROGRESS, binder_id="b",
+        volume_bindings=[types_pb2.VolumeBinding(claim_namespace=NS, claim_name="data-1",
+                                                 pv_name="pv-a")],
+    )  # fmt: skip
+
+    async def body() -> None:
+        hub = cluster()
+        hub.upsert(low_priority_pod("plain"))
+        async with (
+            recording_binder() as (binder, binder_port),
+            fake_watcher.serving(hub) as watcher_port,
+            running(watcher_port, binder_port, settle=2) as api,
+        ):
+            await report_until_taken(api, in_flight)
+            assert (await binder.next_request(1)).pod.name == "plain"
+            assert [r.pod.name for r in binder.requests] == ["plain"]
+            adopted_request = binder_pb2.BindRequest(
+                decision_id="old-1", pod=in_flight.pod, node="node-a"
+            )
+            assert await report(api, failed(adopted_request)) == 1
+            again = await binder.next_request(2)
+            assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
+
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+async def report_until_taken(api: str, outcome: scheduler_pb2.BindingOutcome) -> None:
+    """Report `outcome` as a binder re-reports it, until the scheduler takes it (it takes
+    none before it serves with a synced view)."""
+    for _ in range(300):
+        try:
+            if await report(api, outcome) == 1:
+                return
+        except grpc.aio.AioRpcError:
+            pass  # not serving yet
+        await asyncio.sleep(0.1)
+    raise AssertionError("the scheduler never took the report")

@@ -79,7 +79,8 @@ def test_wait_summary_counts_first_failing_plugin_per_node() -> None:
     assert result.wait is not None
     assert result.wait.summary == (
         "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
-        "1 node(s) were unschedulable."
+        "1 node(s) were unschedulable. no new claims to deallocate, preemption: "
+        "0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     )
     assert result.wait.failed_plugins == frozenset(
         {"NodeResourcesFit", "TaintToleration", "NodeUnschedulable"}

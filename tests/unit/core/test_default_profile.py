@@ -2,63 +2,33 @@
 the same score weights, and a stated reason for every plugin of kube's that is not a
 plugin here.
 
-KUBE_V1_36 is `getDefaultPlugins` of k8s.io/kubernetes v1.36.3,
-pkg/scheduler/apis/config/v1/default_plugins.go (multiPoint, in order, with weights),
-after its `applyFeatureGates` with v1.36's defaults (pkg/features/kube_features.go):
-DynamicResources (weight 2) goes before DefaultPreemption (DynamicResourceAllocation is
-GA), NodeDeclaredFeatures (beta, on) is appended; GangScheduling and
-TopologyAwareWorkloadScheduling are alpha (off).
+KUBE_V1_36 is kube's default multiPoint list as the core holds it
+(`schedconfig.kubeplugins.DEFAULT_MULTI_POINT`), checked against the list the
+kube-scheduler v1.36.3 binary itself prints by
+tests/unit/core/schedconfig/test_kube_default.py.
 """
 
 from __future__ import annotations
 
 from splitsched.core import framework, profiles
 from splitsched.core.plugins import REGISTRY
+from splitsched.core.schedconfig import kubeplugins
 
-KUBE_V1_36: tuple[tuple[str, int | None], ...] = (
-    ("SchedulingGates", None),
-    ("PrioritySort", None),
-    ("NodeUnschedulable", None),
-    ("NodeName", None),
-    ("TaintToleration", 3),
-    ("NodeAffinity", 2),
-    ("NodePorts", None),
-    ("NodeResourcesFit", 1),
-    ("VolumeRestrictions", None),
-    ("NodeVolumeLimits", None),
-    ("VolumeBinding", None),
-    ("VolumeZone", None),
-    ("PodTopologySpread", 2),
-    ("InterPodAffinity", 2),
-    ("DynamicResources", 2),
-    ("DefaultPreemption", None),
-    ("NodeResourcesBalancedAllocation", 1),
-    ("ImageLocality", 1),
-    ("DefaultBinder", None),
-    ("NodeDeclaredFeatures", None),
-)
-
-#: kube's default plugins that are not plugins of our default profile, and why.
-NOT_A_PLUGIN_HERE = {
-    "SchedulingGates": "PreEnqueue: the scheduler's state never queues a gated pod",
-    "PrioritySort": "QueueSort: the scheduling queue orders by priority, then arrival",
-    "DefaultBinder": "Bind: the binder service posts the Binding",
-    "DynamicResources": "DRA (ResourceClaims) is not supported yet",
-    "NodeDeclaredFeatures": (
-        "not implemented: it filters only pods that need a declared node feature (hostNetwork "
-        "with hostUsers: false, or a RestartAllContainers restart rule)"
-    ),
-}
+KUBE_V1_36 = kubeplugins.DEFAULT_MULTI_POINT
 
 
 def test_every_kube_default_plugin_is_ours_or_has_a_reason() -> None:
+    """Each of kube's defaults is a plugin here, built into the pipeline (BUILT_IN, with
+    why) or not run (NOT_RUN, with the notice's reason)."""
     ours = set(profiles.DEFAULT_PLUGINS)
-    missing = [n for n, _ in KUBE_V1_36 if n not in ours and n not in NOT_A_PLUGIN_HERE]
+    built_in = {name for name, _ in kubeplugins.BUILT_IN}
+    explained = built_in | set(kubeplugins.NOT_RUN)
+    missing = [n for n, _ in KUBE_V1_36 if n not in ours and n not in explained]
     assert not missing, f"kube default plugins neither in our profile nor explained: {missing}"
     kube = {n for n, _ in KUBE_V1_36}
     assert ours <= kube, f"not in kube's default profile: {sorted(ours - kube)}"
     # A reason goes stale once the plugin is registered: then it must be in the profile.
-    stale = [n for n in NOT_A_PLUGIN_HERE if n in REGISTRY and n not in ours]
+    stale = [n for n in explained if n in REGISTRY and n not in ours]
     assert not stale, f"registered but left out of the default profile: {stale}"
 
 
@@ -78,6 +48,9 @@ def test_score_weights_are_kubes() -> None:
     profile = profiles.build_profile({})
     got = {e.plugin.name: e.weight for e in profile.score}
     want = {n: w for n, w in KUBE_V1_36 if w is not None and n in profiles.DEFAULT_PLUGINS}
+    # DynamicResources scores allocations of ResourceClaims in kube; here (no DRA yet) only
+    # its PostFilter runs, for kube's words in the message: it has nothing to score.
+    assert want.pop("DynamicResources") == 2
     assert got == want
 
 
@@ -90,5 +63,5 @@ def test_the_default_profile_scores_and_filters_with_every_plugin_that_can() -> 
         | {e.plugin.name for e in profile.score}
     )
     assert at_some_point == set(profiles.DEFAULT_PLUGINS)
-    assert [p.name for p in profile.post_filter] == ["DefaultPreemption"]
+    assert [p.name for p in profile.post_filter] == ["DynamicResources", "DefaultPreemption"]
     assert all(isinstance(e.plugin, framework.ScorePlugin) for e in profile.score)

@@ -55,7 +55,10 @@ def test_an_invalid_required_term_matches_no_node() -> None:
     algo = algo_over("n1", "n2")
     result = algo.schedule(pod_with(models.NodeAffinity(required=(GT_FOUR,))))
     assert result.wait is not None and not result.wait.scheduler_error
-    assert result.wait.summary == f"0/2 nodes are available: 2 {REASON_POD}."
+    assert result.wait.summary == (
+        f"0/2 nodes are available: 2 {REASON_POD}. no new claims to deallocate, preemption: "
+        "0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
 
 
 def test_spread_honouring_required_affinity_leaves_out_what_an_invalid_term_names() -> None:

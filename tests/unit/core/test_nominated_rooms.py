@@ -38,7 +38,10 @@ def test_lower_or_equal_priority_pod_does_not_take_the_room(priority: int) -> No
     result = algo.schedule(pod("small", 2000, priority=priority))
     assert result.wait is not None, result
     assert result.wait.reason_counts == {"Insufficient cpu": 1}
-    assert result.wait.summary == "0/1 nodes are available: 1 Insufficient cpu."
+    assert result.wait.summary == (
+        "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, preemption: "
+        "0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
     assert "NodeResourcesFit" in result.wait.failed_plugins
     assert np.array_equal(before, algo.table.requested)
     assert "held" not in algo.table.pods[0]
@@ -142,7 +145,11 @@ def test_explain_names_the_rooms_held_for_nominees() -> None:
     by_plugin = {r.plugin: (r.rows.tolist(), r.reasons) for r in why.rejections}
     assert by_plugin[nominated_rooms.NOMINATED_PODS] == ([0], [("Insufficient cpu",)])
     assert by_plugin["NodeResourcesFit"][0] == [1]
-    assert why.summary == "0/2 nodes are available: 2 Insufficient cpu."
+    assert why.summary == (  # b is too small for the pod: preemption cannot help there
+        "0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate, preemption: "
+        "0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+        "1 Preemption is not helpful for scheduling."
+    )
     assert np.array_equal(before, algo.table.requested)
     assert algo.explain(pod("vip", 2000, priority=500)).feasible.tolist() == [0]
 

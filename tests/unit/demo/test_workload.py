@@ -34,3 +34,11 @@ def test_a_thousand_pods_of_which_twenty_fit_nowhere() -> None:
     assert "tolerations" not in by_name["notol-0"]["spec"]
     assert by_name["train-0"]["spec"]["tolerations"] == [workload.GPU_TOLERATION]
     assert by_name["web-0"]["spec"]["topologySpreadConstraints"][0]["maxSkew"] == 1
+
+
+def test_one_more_pod_is_held_by_a_scheduling_gate() -> None:
+    """docs/api.md's gated example names it, in the namespace its other examples name."""
+    gated = workload.gated_pod()
+    assert gated["metadata"]["name"] == "train-gated" and workload.NAMESPACE == "shop"
+    assert gated["spec"]["schedulingGates"] == [{"name": "kueue.x-k8s.io/admission"}]
+    assert gated["metadata"]["name"] not in {p["metadata"]["name"] for p in workload.demo_pods()[0]}

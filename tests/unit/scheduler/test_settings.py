@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from services.scheduler import main as scheduler_main
 from services.scheduler.settings import SchedulerSettings
+from splitsched.core import profiles
 from splitsched.runtime.config import ConfigError
 
 ELECT = ["--leader-elect"]
@@ -23,6 +25,7 @@ def test_defaults() -> None:
     assert s.profiles is None and s.common.kubeconfig is None
     assert s.scheduler_id == f"{socket.gethostname()}-{os.getpid()}"
     assert (s.bind_timeout, s.bind_attempts, s.settle_seconds) == (30.0, 5, 0.0)
+    assert s.volume_bind_timeout is None  # the profiles' bindTimeoutSeconds decide
     assert not s.leader_elect and not s.standby_ready
     assert s.lease_name == "splitsched-scheduler"
     assert (s.lease_duration, s.renew_deadline, s.retry_period) == (10.0, 7.0, 2.0)
@@ -81,6 +84,7 @@ def test_settings_are_frozen() -> None:
             "--http-listen '127.0.0.1:99999': expected host:port",
         ),
         (["--peer-server-name", "x"], "--peer-server-name needs --peer-tls-ca (TLS to the peers)"),
+        (["--volume-bind-timeout", "0"], "--volume-bind-timeout must be positive, got 0"),
     ],
 )
 def test_unusable_values_name_the_flag(argv: list[str], message: str) -> None:
@@ -93,3 +97,30 @@ def test_lease_timings_are_only_checked_with_leader_election() -> None:
     """Without --leader-elect no Lease is used, so its timings do not stop a start."""
     s = SchedulerSettings.load(["--renew-deadline", "20"], environ={})
     assert s.renew_deadline == 20.0 and not s.leader_elect
+
+
+def test_the_volume_deadline_is_the_flag_else_the_profiles_bind_timeout_seconds() -> None:
+    """kube-scheduler's VolumeBinding bindTimeoutSeconds (600 s by default) sets the
+    deadline of decisions with volume bindings; --volume-bind-timeout overrides it; 0,
+    which kube accepts (every volume binding times out at once), is refused here."""
+    config = profiles.load_yaml(VOLUME_BINDING_90S)
+    default = SchedulerSettings.load([], environ={})
+    flagged = SchedulerSettings.load(["--volume-bind-timeout", "45"], environ={})
+    assert scheduler_main._volume_bind_timeout(default, profiles.load(None)) == 600.0
+    assert scheduler_main._volume_bind_timeout(default, config) == 90.0
+    assert scheduler_main._volume_bind_timeout(flagged, config) == 45.0
+    zero = profiles.load_yaml(VOLUME_BINDING_90S.replace("90", "0"))
+    with pytest.raises(profiles.ProfileError, match="bindTimeoutSeconds must be positive"):
+        scheduler_main._volume_bind_timeout(default, zero)
+
+
+VOLUME_BINDING_90S = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+  - schedulerName: splitsched
+    pluginConfig:
+      - name: VolumeBinding
+        args:
+          bindTimeoutSeconds: 90
+"""

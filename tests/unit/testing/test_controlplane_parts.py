@@ -1,10 +1,13 @@
 """The control plane's parts that need no binaries: pinned versions and the binary cache,
 the components' command lines, kwok's config check, ``state.json``, PID files that do not
-trust a reused PID, and ``status`` of a state dir where nothing runs."""
+trust a reused PID, logs cleared for a fresh start, and ``status`` of a state dir where
+nothing runs."""
 
 from __future__ import annotations
 
 import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -80,10 +83,34 @@ def test_a_pid_file_naming_another_program_is_not_trusted(tmp_path: Path) -> Non
     assert processes.pid_alive(os.getpid())
 
 
+def test_a_fresh_start_clears_the_logs_and_spawn_appends(tmp_path: Path) -> None:
+    files = processes.ProcessFiles(tmp_path)
+    (tmp_path / "logs").mkdir()
+    files.log_path("etcd").write_text("listening on the previous run's port\n")
+    files.clear_logs()
+    assert not files.log_path("etcd").exists()
+    for _ in range(2):  # a restart (the API server's) keeps what the log said before
+        pid = files.spawn("etcd", ["sh", "-c", "echo started"])
+        while processes.pid_alive(pid):  # (reaped here, or by subprocess's own cleanup)
+            processes.reap(pid)
+            time.sleep(0.01)
+    assert files.log_path("etcd").read_text() == "started\n" * 2
+
+
 def test_free_ports_are_below_the_ephemeral_range_and_not_handed_out_twice() -> None:
     ports = [processes.free_port() for _ in range(20)]
     assert len(set(ports)) == 20
     assert all(20000 <= p < 32000 for p in ports)
+
+
+def test_a_preferred_port_is_taken_when_free_and_passed_over_when_not() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        assert processes.free_port(preferred=busy) != busy
+    assert processes.free_port(preferred=busy) == busy  # free again now
+    assert processes.free_port(preferred=busy) != busy  # handed out once only
 
 
 def test_status_of_an_empty_state_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

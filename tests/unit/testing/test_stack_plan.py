@@ -1,9 +1,11 @@
 """What the stack would start, without starting it: each service's command line (ports,
 peers, leader election, TLS) and the check that several schedulers need a Lease; mutual
-TLS by default, with certificates where the flags and the clients look for them."""
+TLS by default, with certificates where the flags and the clients look for them. And,
+starting a trivial process, that each start begins a service's log afresh."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +111,21 @@ def test_plaintext_only_when_asked(tmp_path: Path) -> None:
     s = _stack(tmp_path, tls=False)
     assert s.tls_dir is None and s.cli_env() == {} and s.channel_credentials() is None
     assert all(not a.startswith("--tls") for a in s._watcher().argv)
+
+
+def test_each_start_begins_a_services_log_afresh_and_a_restart_appends(tmp_path: Path) -> None:
+    """A work dir that outlives a run (the demo's) must not keep the last run's lines
+    above this run's: its first "listening" line would name dead ports."""
+    s = _stack(tmp_path, tls=False)
+    log = tmp_path / "echo.log"
+    log.write_text("listening on 127.0.0.1:1111 (the previous run)\n")
+
+    def run(*, append: bool) -> None:
+        argv = [sys.executable, "-c", "print('listening on 127.0.0.1:2222')"]
+        svc = s._start(Service("echo", argv, log, 0, 0), append=append)
+        assert svc.proc is not None and svc.proc.wait(timeout=30) == 0
+
+    run(append=False)
+    assert log.read_text() == "listening on 127.0.0.1:2222\n"
+    run(append=True)
+    assert log.read_text() == "listening on 127.0.0.1:2222\n" * 2

@@ -121,3 +121,18 @@ def test_a_state_dir_in_use_is_refused(
         err
         == f"error: another splitsched up (pid 4242) uses {state}; stop it or give --state-dir\n"
     )
+
+
+def test_a_config_s_fields_that_do_not_apply_are_noted_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sched.yaml"
+    config.write_text(
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "parallelism: 4\nprofiles: [{schedulerName: a}]\n"
+    )
+    missing = tmp_path / "nope.yaml"
+    code, err = _up(capsys, "--kubeconfig", str(missing), "--config", str(config))
+    assert code == 2
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and notes[0].startswith(f"note: --config {config}: parallelism: ")

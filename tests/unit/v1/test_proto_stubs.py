@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from google.protobuf import descriptor_pb2, descriptor_pool
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -45,3 +47,30 @@ def test_contract_has_the_promised_services() -> None:
         "ListNodes",
         "WatchDecisions",
     }
+
+
+def test_documented_descriptors_are_the_stubs_files_with_comments() -> None:
+    """Reflection serves descriptors.binpb in place of the stubs' own descriptors: the same
+    files (protoc adds each field's json_name there), plus the comments."""
+    from splitsched.runtime import reflection
+    from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2, watcher_pb2
+
+    stubs = {m.DESCRIPTOR.name for m in (binder_pb2, scheduler_pb2, types_pb2, watcher_pb2)}
+    documented = reflection.documented_files()
+    assert set(documented) == stubs
+    for name, data in documented.items():
+        served = descriptor_pb2.FileDescriptorProto.FromString(data)
+        assert len(served.source_code_info.location) > 100, name
+        served.ClearField("source_code_info")
+        for message in served.message_type:
+            _clear_json_names(message)
+        registered = descriptor_pb2.FileDescriptorProto()
+        descriptor_pool.Default().FindFileByName(name).CopyToProto(registered)
+        assert served == registered, name
+
+
+def _clear_json_names(message: descriptor_pb2.DescriptorProto) -> None:
+    for f in message.field:
+        f.ClearField("json_name")
+    for nested in message.nested_type:
+        _clear_json_names(nested)

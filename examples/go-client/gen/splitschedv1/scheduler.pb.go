@@ -250,10 +250,15 @@ type BindingOutcome struct {
 	// nominated node), IN_PROGRESS re-reports included, with the victims it evicts: a
 	// scheduler that took over adopts a preemption in flight as a room held on that node
 	// (the preemptor bound there once the victims are gone), never as a binding.
-	Preemption    bool      `protobuf:"varint,11,opt,name=preemption,proto3" json:"preemption,omitempty"`
-	Victims       []*PodRef `protobuf:"bytes,12,rep,name=victims,proto3" json:"victims,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Preemption bool      `protobuf:"varint,11,opt,name=preemption,proto3" json:"preemption,omitempty"`
+	Victims    []*PodRef `protobuf:"bytes,12,rep,name=victims,proto3" json:"victims,omitempty"`
+	// The decision's BindRequest.volume_bindings, on its outcomes (IN_PROGRESS re-reports
+	// included): a scheduler that took over holds those volumes and claims for the pod as
+	// it holds its room, so it gives them to no other pod while the volume step may still
+	// write them, and gives the decision the deadline of one with volumes.
+	VolumeBindings []*VolumeBinding `protobuf:"bytes,13,rep,name=volume_bindings,json=volumeBindings,proto3" json:"volume_bindings,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *BindingOutcome) Reset() {
@@ -366,6 +371,13 @@ func (x *BindingOutcome) GetPreemption() bool {
 func (x *BindingOutcome) GetVictims() []*PodRef {
 	if x != nil {
 		return x.Victims
+	}
+	return nil
+}
+
+func (x *BindingOutcome) GetVolumeBindings() []*VolumeBinding {
+	if x != nil {
+		return x.VolumeBindings
 	}
 	return nil
 }
@@ -1994,7 +2006,7 @@ var File_splitsched_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\xcb\x05\n" +
+	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\x92\x06\n" +
 	"\x0eBindingOutcome\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12'\n" +
@@ -2012,7 +2024,8 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
 	"preemption\x18\v \x01(\bR\n" +
 	"preemption\x12/\n" +
-	"\avictims\x18\f \x03(\v2\x15.splitsched.v1.PodRefR\avictims\x1a?\n" +
+	"\avictims\x18\f \x03(\v2\x15.splitsched.v1.PodRefR\avictims\x12E\n" +
+	"\x0fvolume_bindings\x18\r \x03(\v2\x1c.splitsched.v1.VolumeBindingR\x0evolumeBindings\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
@@ -2250,8 +2263,9 @@ var file_splitsched_v1_scheduler_proto_goTypes = []any{
 	nil,                                  // 31: splitsched.v1.NodeView.LabelsEntry
 	(*PodRef)(nil),                       // 32: splitsched.v1.PodRef
 	(*timestamppb.Timestamp)(nil),        // 33: google.protobuf.Timestamp
-	(*Pod)(nil),                          // 34: splitsched.v1.Pod
-	(*Taint)(nil),                        // 35: splitsched.v1.Taint
+	(*VolumeBinding)(nil),                // 34: splitsched.v1.VolumeBinding
+	(*Pod)(nil),                          // 35: splitsched.v1.Pod
+	(*Taint)(nil),                        // 36: splitsched.v1.Taint
 }
 var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
 	32, // 0: splitsched.v1.BindingOutcome.pod:type_name -> splitsched.v1.PodRef
@@ -2259,57 +2273,58 @@ var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
 	26, // 2: splitsched.v1.BindingOutcome.trace_context:type_name -> splitsched.v1.BindingOutcome.TraceContextEntry
 	33, // 3: splitsched.v1.BindingOutcome.finished_at:type_name -> google.protobuf.Timestamp
 	32, // 4: splitsched.v1.BindingOutcome.victims:type_name -> splitsched.v1.PodRef
-	3,  // 5: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
-	32, // 6: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
-	0,  // 7: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
-	7,  // 8: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
-	33, // 9: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
-	33, // 10: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
-	0,  // 11: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
-	8,  // 12: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
-	12, // 13: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
-	13, // 14: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
-	7,  // 15: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
-	32, // 16: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
-	0,  // 17: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
-	14, // 18: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
-	15, // 19: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
-	34, // 20: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
-	27, // 21: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
-	32, // 22: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
-	18, // 23: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
-	14, // 24: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
-	19, // 25: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
-	32, // 26: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
-	28, // 27: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
-	29, // 28: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
-	30, // 29: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
-	32, // 30: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
-	35, // 31: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
-	31, // 32: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
-	22, // 33: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
-	32, // 34: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
-	2,  // 35: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
-	33, // 36: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
-	4,  // 37: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
-	6,  // 38: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
-	9,  // 39: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
-	11, // 40: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
-	17, // 41: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
-	21, // 42: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
-	24, // 43: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
-	5,  // 44: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
-	8,  // 45: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
-	10, // 46: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
-	16, // 47: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
-	20, // 48: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
-	23, // 49: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
-	25, // 50: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
-	44, // [44:51] is the sub-list for method output_type
-	37, // [37:44] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	34, // 5: splitsched.v1.BindingOutcome.volume_bindings:type_name -> splitsched.v1.VolumeBinding
+	3,  // 6: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
+	32, // 7: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
+	0,  // 8: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
+	7,  // 9: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
+	33, // 10: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
+	33, // 11: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
+	0,  // 12: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
+	8,  // 13: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
+	12, // 14: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
+	13, // 15: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
+	7,  // 16: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
+	32, // 17: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
+	0,  // 18: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
+	14, // 19: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
+	15, // 20: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
+	35, // 21: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
+	27, // 22: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
+	32, // 23: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
+	18, // 24: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
+	14, // 25: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
+	19, // 26: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
+	32, // 27: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
+	28, // 28: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
+	29, // 29: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
+	30, // 30: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
+	32, // 31: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
+	36, // 32: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
+	31, // 33: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
+	22, // 34: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
+	32, // 35: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
+	2,  // 36: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
+	33, // 37: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
+	4,  // 38: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
+	6,  // 39: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
+	9,  // 40: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
+	11, // 41: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
+	17, // 42: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
+	21, // 43: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
+	24, // 44: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
+	5,  // 45: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
+	8,  // 46: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
+	10, // 47: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
+	16, // 48: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
+	20, // 49: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
+	23, // 50: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
+	25, // 51: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
+	45, // [45:52] is the sub-list for method output_type
+	38, // [38:45] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_scheduler_proto_init() }

@@ -1759,6 +1759,70 @@ func (x *PodVolume) GetReadOnly() bool {
 	return false
 }
 
+// One claim of a decision's volume step (BindRequest.volume_bindings, and the
+// BindingOutcome that reports on it).
+type VolumeBinding struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ClaimNamespace string                 `protobuf:"bytes,1,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	ClaimName      string                 `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The static PV chosen for the claim; empty: dynamic provisioning, so the claim is
+	// annotated volume.kubernetes.io/selected-node=<node> for its provisioner.
+	PvName        string `protobuf:"bytes,3,opt,name=pv_name,json=pvName,proto3" json:"pv_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VolumeBinding) Reset() {
+	*x = VolumeBinding{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VolumeBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VolumeBinding) ProtoMessage() {}
+
+func (x *VolumeBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VolumeBinding.ProtoReflect.Descriptor instead.
+func (*VolumeBinding) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *VolumeBinding) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *VolumeBinding) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *VolumeBinding) GetPvName() string {
+	if x != nil {
+		return x.PvName
+	}
+	return ""
+}
+
 type ObjectRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1770,7 +1834,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1846,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1859,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ObjectRef) GetNamespace() string {
@@ -1829,7 +1893,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1841,7 +1905,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1854,7 +1918,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -1880,7 +1944,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1892,7 +1956,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1905,7 +1969,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -1942,7 +2006,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2018,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2031,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2098,7 +2162,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2174,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2187,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -2238,7 +2302,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2314,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2327,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StorageClass) GetName() string {
@@ -2321,7 +2385,7 @@ type CSINode struct {
 
 func (x *CSINode) Reset() {
 	*x = CSINode{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2333,7 +2397,7 @@ func (x *CSINode) String() string {
 func (*CSINode) ProtoMessage() {}
 
 func (x *CSINode) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2346,7 +2410,7 @@ func (x *CSINode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
 func (*CSINode) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CSINode) GetName() string {
@@ -2390,7 +2454,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2466,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2479,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -2644,7 +2708,12 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1c\n" +
 	"\tephemeral\x18\x03 \x01(\bR\tephemeral\x12\x1b\n" +
-	"\tread_only\x18\x04 \x01(\bR\breadOnly\"O\n" +
+	"\tread_only\x18\x04 \x01(\bR\breadOnly\"p\n" +
+	"\rVolumeBinding\x12'\n" +
+	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x17\n" +
+	"\apv_name\x18\x03 \x01(\tR\x06pvName\"O\n" +
 	"\tObjectRef\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2729,7 +2798,7 @@ func file_splitsched_v1_types_proto_rawDescGZIP() []byte {
 	return file_splitsched_v1_types_proto_rawDescData
 }
 
-var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_splitsched_v1_types_proto_goTypes = []any{
 	(*PodRef)(nil),                      // 0: splitsched.v1.PodRef
 	(*Taint)(nil),                       // 1: splitsched.v1.Taint
@@ -2754,28 +2823,29 @@ var file_splitsched_v1_types_proto_goTypes = []any{
 	(*Namespace)(nil),                   // 20: splitsched.v1.Namespace
 	(*Pod)(nil),                         // 21: splitsched.v1.Pod
 	(*PodVolume)(nil),                   // 22: splitsched.v1.PodVolume
-	(*ObjectRef)(nil),                   // 23: splitsched.v1.ObjectRef
-	(*TopologySelectorRequirement)(nil), // 24: splitsched.v1.TopologySelectorRequirement
-	(*TopologySelectorTerm)(nil),        // 25: splitsched.v1.TopologySelectorTerm
-	(*PersistentVolumeClaim)(nil),       // 26: splitsched.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),            // 27: splitsched.v1.PersistentVolume
-	(*StorageClass)(nil),                // 28: splitsched.v1.StorageClass
-	(*CSINode)(nil),                     // 29: splitsched.v1.CSINode
-	(*PodDisruptionBudget)(nil),         // 30: splitsched.v1.PodDisruptionBudget
-	nil,                                 // 31: splitsched.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 32: splitsched.v1.Container.RequestsEntry
-	nil,                                 // 33: splitsched.v1.Node.LabelsEntry
-	nil,                                 // 34: splitsched.v1.Node.AnnotationsEntry
-	nil,                                 // 35: splitsched.v1.Node.AllocatableEntry
-	nil,                                 // 36: splitsched.v1.Namespace.LabelsEntry
-	nil,                                 // 37: splitsched.v1.Pod.LabelsEntry
-	nil,                                 // 38: splitsched.v1.Pod.AnnotationsEntry
-	nil,                                 // 39: splitsched.v1.Pod.OverheadEntry
-	nil,                                 // 40: splitsched.v1.Pod.PodRequestsEntry
-	nil,                                 // 41: splitsched.v1.Pod.NodeSelectorEntry
-	nil,                                 // 42: splitsched.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 43: splitsched.v1.CSINode.AllocatableEntry
-	(*timestamppb.Timestamp)(nil),       // 44: google.protobuf.Timestamp
+	(*VolumeBinding)(nil),               // 23: splitsched.v1.VolumeBinding
+	(*ObjectRef)(nil),                   // 24: splitsched.v1.ObjectRef
+	(*TopologySelectorRequirement)(nil), // 25: splitsched.v1.TopologySelectorRequirement
+	(*TopologySelectorTerm)(nil),        // 26: splitsched.v1.TopologySelectorTerm
+	(*PersistentVolumeClaim)(nil),       // 27: splitsched.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 28: splitsched.v1.PersistentVolume
+	(*StorageClass)(nil),                // 29: splitsched.v1.StorageClass
+	(*CSINode)(nil),                     // 30: splitsched.v1.CSINode
+	(*PodDisruptionBudget)(nil),         // 31: splitsched.v1.PodDisruptionBudget
+	nil,                                 // 32: splitsched.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 33: splitsched.v1.Container.RequestsEntry
+	nil,                                 // 34: splitsched.v1.Node.LabelsEntry
+	nil,                                 // 35: splitsched.v1.Node.AnnotationsEntry
+	nil,                                 // 36: splitsched.v1.Node.AllocatableEntry
+	nil,                                 // 37: splitsched.v1.Namespace.LabelsEntry
+	nil,                                 // 38: splitsched.v1.Pod.LabelsEntry
+	nil,                                 // 39: splitsched.v1.Pod.AnnotationsEntry
+	nil,                                 // 40: splitsched.v1.Pod.OverheadEntry
+	nil,                                 // 41: splitsched.v1.Pod.PodRequestsEntry
+	nil,                                 // 42: splitsched.v1.Pod.NodeSelectorEntry
+	nil,                                 // 43: splitsched.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 44: splitsched.v1.CSINode.AllocatableEntry
+	(*timestamppb.Timestamp)(nil),       // 45: google.protobuf.Timestamp
 }
 var file_splitsched_v1_types_proto_depIdxs = []int32{
 	3,  // 0: splitsched.v1.NodeSelectorTerm.match_expressions:type_name -> splitsched.v1.NodeSelectorRequirement
@@ -2783,7 +2853,7 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	4,  // 2: splitsched.v1.PreferredSchedulingTerm.preference:type_name -> splitsched.v1.NodeSelectorTerm
 	4,  // 3: splitsched.v1.NodeAffinity.required:type_name -> splitsched.v1.NodeSelectorTerm
 	5,  // 4: splitsched.v1.NodeAffinity.preferred:type_name -> splitsched.v1.PreferredSchedulingTerm
-	31, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
+	32, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
 	7,  // 6: splitsched.v1.LabelSelector.match_expressions:type_name -> splitsched.v1.LabelSelectorRequirement
 	8,  // 7: splitsched.v1.PodAffinityTerm.label_selector:type_name -> splitsched.v1.LabelSelector
 	8,  // 8: splitsched.v1.PodAffinityTerm.namespace_selector:type_name -> splitsched.v1.LabelSelector
@@ -2791,39 +2861,39 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	9,  // 10: splitsched.v1.PodAffinity.required:type_name -> splitsched.v1.PodAffinityTerm
 	10, // 11: splitsched.v1.PodAffinity.preferred:type_name -> splitsched.v1.WeightedPodAffinityTerm
 	8,  // 12: splitsched.v1.TopologySpreadConstraint.label_selector:type_name -> splitsched.v1.LabelSelector
-	32, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
+	33, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
 	13, // 14: splitsched.v1.Container.host_ports:type_name -> splitsched.v1.HostPort
-	33, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
-	34, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
+	34, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
+	35, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
 	1,  // 17: splitsched.v1.Node.taints:type_name -> splitsched.v1.Taint
-	35, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
+	36, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
 	17, // 19: splitsched.v1.Node.conditions:type_name -> splitsched.v1.NodeCondition
 	19, // 20: splitsched.v1.Node.images:type_name -> splitsched.v1.ContainerImage
-	36, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
-	37, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
-	38, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
+	37, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
+	38, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
+	39, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
 	14, // 24: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
 	14, // 25: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
-	39, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
-	40, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
-	41, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
+	40, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
+	41, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
+	42, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
 	6,  // 29: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
 	11, // 30: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
 	11, // 31: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
 	2,  // 32: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
 	12, // 33: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
-	44, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	45, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	15, // 35: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
 	16, // 36: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
-	44, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
+	45, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
 	22, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
-	24, // 39: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
+	25, // 39: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
 	8,  // 40: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
-	42, // 41: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
+	43, // 41: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
 	4,  // 42: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
-	23, // 43: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
-	25, // 44: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
-	43, // 45: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
+	24, // 43: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
+	26, // 44: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
+	44, // 45: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
 	8,  // 46: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
 	47, // [47:47] is the sub-list for method output_type
 	47, // [47:47] is the sub-list for method input_type
@@ -2845,7 +2915,7 @@ func file_splitsched_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_types_proto_rawDesc), len(file_splitsched_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

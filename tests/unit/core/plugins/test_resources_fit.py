@@ -346,10 +346,18 @@ def test_fit_score_is_not_normalised() -> None:
         {
             "scoringStrategy": {
                 "type": "LeastAllocated",
-                "resources": [{"name": "cpu", "weight": 0}],
+                "resources": [{"name": "cpu", "weight": 101}],
             }
         },
+        {"scoringStrategy": {"resources": [{"name": "cpu"}]}},  # no type: kube refuses it
         {"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+        {
+            "scoringStrategy": {
+                "type": "MostAllocated",
+                "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0}]},
+            }
+        },
+        {"ignoredResourceGroups": ["example.com/gpu"]},
         {
             "scoringStrategy": {
                 "type": "RequestedToCapacityRatio",
@@ -363,6 +371,12 @@ def test_fit_score_is_not_normalised() -> None:
 def test_invalid_args_are_rejected(args: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         NodeResourcesFit(args)
+
+
+def test_a_resource_weight_of_zero_is_one_as_kube_defaults_it() -> None:
+    fit = NodeResourcesFit({"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": "cpu", "weight": 0}, {"name": "memory", "weight": 3}]}})  # fmt: skip
+    assert fit.weights.tolist() == [1, 3]
 
 
 def test_declares_kube_scheduler_semantics() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from splitsched.core import framework, models, storage
 from splitsched.core.nodetable import NodeTable
-from splitsched.core.plugins.volume_binding import REASON_IMMEDIATE, VolumeBinding
+from splitsched.core.plugins.volume_binding import REASON_IMMEDIATE, VolumeBinding, reserve_chosen
 from splitsched.core.plugins.volume_matching import (
     REASON_BIND_CONFLICT,
     REASON_NODE_CONFLICT,
@@ -421,3 +421,74 @@ def test_a_newer_version_from_the_watch_replaces_the_assumption() -> None:
     assert not table.storage.is_assumed("pv-a") and table.storage.volume("pv-a") == newer
     VolumeBinding().unreserve(state, p, "node-a")  # nothing left to restore: harmless
     assert table.storage.volume("pv-a") == newer
+
+
+# ---- Reserve of writes chosen elsewhere (a decision adopted from a binder) -----------------
+
+
+def test_reserve_holds_the_writes_chosen_elsewhere_and_unreserve_releases_them() -> None:
+    """A decision adopted after a failover: Reserve assumes what its binder reports rather
+    than choosing, for the pod's own claims only, and skips what is already written or
+    taken; the writes it was given are the decision's, and Unreserve gives back what it
+    assumed."""
+    objects: list[storage.StorageObject] = [
+        claim("static", cls="wait"),
+        claim("dynamic", cls="provisioned"),
+        claim("written", cls="wait"),
+        claim("not-mounted", cls="wait"),
+        volume("pv-a", cls="wait", node="node-a"),
+        volume("pv-other", cls="wait", node="node-a"),
+        volume("pv-written", cls="wait", node="node-a",
+               claim_ref=storage.ClaimRef("default", "written", "uid-claim-default-written")),
+    ]  # fmt: skip
+    table = storage_table(NODES, [WAIT, PROVISIONED, *objects])
+    view = table.storage
+    p = claim_pod("pod-a", "static", "dynamic", "written")
+    writes = (
+        storage.VolumeBinding("default", "static", "pv-a"),
+        storage.VolumeBinding("default", "dynamic"),
+        storage.VolumeBinding("default", "written", "pv-written"),
+        storage.VolumeBinding("default", "not-mounted", "pv-other"),
+        storage.VolumeBinding("elsewhere", "static", "pv-other"),
+    )
+    state = reserve_chosen(view, writes)
+    plugin = VolumeBinding()
+    assert plugin.reserve(state, p, "node-a").ok
+    assert state.read(framework.PREBIND_VOLUMES) == writes[:3]
+    held = view.volume("pv-a")
+    assert held is not None and held.claim_ref is not None and held.claim_ref.name == "static"
+    dynamic = view.claim("default", "dynamic")
+    assert dynamic is not None and dynamic.selected_node == "node-a"
+    assert view.assumptions() == 2  # not pv-written (claimed already), not pv-other
+    # pv-a is taken for any other pod now (free, it would win the tie with pv-other).
+    rival = claim_pod("rival", "not-mounted")
+    rival_state = fresh_state()
+    assert plugin.pre_filter(rival_state, rival, table).ok
+    assert bools(plugin.filter(rival_state, rival, table)) == [True, False, False]
+    assert plugin.reserve(rival_state, rival, "node-a").ok
+    assert rival_state.read(framework.PREBIND_VOLUMES) == (
+        storage.VolumeBinding("default", "not-mounted", "pv-other"),
+    )
+    plugin.unreserve(rival_state, rival, "node-a")
+    plugin.unreserve(state, p, "node-a")
+    assert view.assumptions() == 0
+
+
+def test_reserve_of_chosen_writes_leaves_a_volume_another_decision_holds() -> None:
+    """The new leader already gave the volume to one of its own pods: the adopted decision
+    holds its room but not the volume (one of the two bindings will fail, never both
+    succeed), and never undoes the other decision's assumption."""
+    objects: list[storage.StorageObject] = [
+        claim("mine", cls="wait"), claim("theirs", cls="wait"),
+        volume("pv-a", cls="wait", node="node-a"),
+    ]  # fmt: skip
+    own = claim_pod("own", "mine")
+    _, _, table, own_state = run(own, objects)
+    plugin = VolumeBinding()
+    assert plugin.reserve(own_state, own, "node-a").ok
+    adopted = claim_pod("adopted", "theirs")
+    state = reserve_chosen(table.storage, [storage.VolumeBinding("default", "theirs", "pv-a")])
+    assert plugin.reserve(state, adopted, "node-a").ok
+    plugin.unreserve(state, adopted, "node-a")
+    held = table.storage.volume("pv-a")
+    assert held is not None and held.claim_ref is not None and held.claim_ref.name == "mine"
