@@ -5,7 +5,6 @@ reader that leaves early (`| head -1`) ending it quietly with 141."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from splitsched import cli
 from splitsched import kubectl as plugin
+from tests.support import pipes
 
 SAMPLE_CLUSTER = Path(__file__).resolve().parents[3] / "examples" / "sample-cluster.yaml"
 
@@ -36,15 +36,9 @@ def test_up_gets_kubectl_s_kubeconfig_and_context(monkeypatch: pytest.MonkeyPatc
 
 
 def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "splitsched.kubectl", "simulate", "--cluster", str(SAMPLE_CLUSTER)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    first, code, err = pipes.head_one(
+        [sys.executable, "-m", "splitsched.kubectl", "simulate", "--cluster", str(SAMPLE_CLUSTER)]
     )
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()  # as `head -1` does after its line
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == cli.EXIT_CLOSED_PIPE, err
+    assert code == cli.EXIT_CLOSED_PIPE, err
     assert json.loads(first)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
