@@ -5,7 +5,8 @@ nodes,pods -A -o yaml` prints (with pvc,pv,storageclasses,csinodes for pods with
 volumes): bound pods are loaded as allocated, pending pods are scheduled in queue order,
 one JSON line per pending pod, then a summary line.
 `splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
-scheduler (`splitsched.apiclient`).
+scheduler (`splitsched.apiclient`). `splitsched up --kubeconfig PATH` runs the services
+locally against a cluster (`splitsched.up`, with its own exit codes).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
 names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
 server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED), 141 the
@@ -22,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from splitsched import apiclient
+from splitsched import apiclient, up
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
 
 #: 128 + SIGPIPE, what a shell reports for a tool whose reader left.
@@ -152,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     apiclient.add_client_options(sim)
     sim.set_defaults(func=cmd_simulate)
     apiclient.register(sub)
+    up.register(sub)
     return parser
 
 
@@ -173,15 +175,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, where a closed pipe is still caught
         return code
     except BrokenPipeError:
-        # `splitsched pods | head`: the reader left. Stop quietly, as Unix tools do, and
-        # send whatever Python would still flush at exit to /dev/null.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_CLOSED_PIPE
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """`splitsched pods | head`: the reader left. Stop quietly, as Unix tools do, and send
+    whatever Python would still flush at exit to /dev/null (the kubectl plugin too)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
 
 
 def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.func is cmd_simulate:
+    if args.func in (cmd_simulate, up.run):
         code: int = args.func(args)
         return code
     return apiclient.run(args)

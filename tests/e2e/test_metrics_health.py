@@ -15,7 +15,6 @@ a watcher, three binders and a scheduler against the real control plane).
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -29,6 +28,7 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from splitsched.launch import processes
 from splitsched.testing import controlplane, kube, stack
 from tests.support import promql
 from tests.support.helm import CHART
@@ -268,14 +268,15 @@ def process(
     """One service process (``services.<component>``) beside ``running``, with its TLS
     flags, on free ports (or gRPC on `grpc_port`), terminated (then killed) on exit."""
     grpc_port, http_port = grpc_port or controlplane.free_port(), controlplane.free_port()
-    argv = [sys.executable, "-m", "splitsched.testing.orphanguard", module,
-            "--listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
-            *running.tls_args(module.rpartition(".")[2]), *args]  # fmt: skip
+    argv = processes.service_argv(
+        module,
+        listen=f"127.0.0.1:{grpc_port}",
+        http_port=http_port,
+        args=[*running.tls_args(module.rpartition(".")[2]), *args],
+    )
     svc = stack.Service(name, argv, workdir / f"{name}.log", grpc_port, http_port)
-    with svc.log_path.open("ab") as log:
-        svc.proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, cwd=controlplane.REPO_ROOT,
-        )  # fmt: skip
+    processes.start(svc, cwd=controlplane.REPO_ROOT)
+    assert svc.proc is not None
     try:
         kube.wait_for(
             lambda: http_status(f"{svc.http_url}/healthz") == 200 or not svc.alive(),

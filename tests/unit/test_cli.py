@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from splitsched import cli
+from tests.support import pipes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,15 +209,9 @@ SAMPLE_CLUSTER = ROOT / "examples" / "sample-cluster.yaml"
 def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
     """`splitsched simulate ... | head -1`: the rest of the output has nowhere to go. No
     BrokenPipeError traceback, and 141, as a shell reports for such a tool."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(SAMPLE_CLUSTER)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    first, code, err = pipes.head_one(
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(SAMPLE_CLUSTER)]
     )
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()  # as `head -1` does after its line
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == cli.EXIT_CLOSED_PIPE, err
+    assert code == cli.EXIT_CLOSED_PIPE, err
     assert json.loads(first)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
