@@ -5,23 +5,29 @@ nodes,pods -A -o yaml` prints (with pvc,pv,storageclasses,csinodes for pods with
 volumes): bound pods are loaded as allocated, pending pods are scheduled in queue order,
 one JSON line per pending pod, then a summary line.
 `splitsched simulate -f pod.yaml`, `pods`, `explain`, `nodes` and `watch` ask a running
-scheduler (`splitsched.apiclient`).
+scheduler (`splitsched.apiclient`). `splitsched up --kubeconfig PATH` runs the services
+locally against a cluster (`splitsched.up`, with its own exit codes).
 Exit codes: 0 done, 1 a negative answer (a pod does not fit), 2 bad input (the message
 names the object and field), 3 the server failed or is unreachable, 4 not found, 5 the
-server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED).
+server refused this client's identity (PERMISSION_DENIED or UNAUTHENTICATED), 141 the
+reader of the output left (a closed pipe, as `| head` does), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from splitsched import apiclient
+from splitsched import apiclient, up
 from splitsched.apiclient import EXIT_BAD_INPUT, EXIT_OK
+
+#: 128 + SIGPIPE, what a shell reports for a tool whose reader left.
+EXIT_CLOSED_PIPE = 141
 
 if TYPE_CHECKING:
     from splitsched.core.profiles import SchedulerConfig
@@ -147,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     apiclient.add_client_options(sim)
     sim.set_defaults(func=cmd_simulate)
     apiclient.register(sub)
+    up.register(sub)
     return parser
 
 
@@ -163,8 +170,24 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # here, where a closed pipe is still caught
+        return code
+    except BrokenPipeError:
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """`splitsched pods | head`: the reader left. Stop quietly, as Unix tools do, and send
+    whatever Python would still flush at exit to /dev/null (the kubectl plugin too)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
-    if args.func is cmd_simulate:
+    if args.func in (cmd_simulate, up.run):
         code: int = args.func(args)
         return code
     return apiclient.run(args)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.sidebyside import contenders, report, runner, workloads
-from splitsched.testing.interrupts import stop_like_ctrl_c
+from splitsched.launch.interrupts import stop_like_ctrl_c
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 

@@ -67,7 +67,9 @@ class Binder:
     async def open(self) -> service.Exposed:
         settings = self.settings
         try:
-            endpoint = kubeclient.load_endpoint(settings.common.kubeconfig)
+            endpoint = kubeclient.load_endpoint(
+                settings.common.kubeconfig, context=settings.common.kube_context
+            )
         except kubeclient.KubeConfigError as exc:
             log.error("cannot load Kubernetes config %s: %s",
                       settings.common.kubeconfig or "(in-cluster)", exc.problem)  # fmt: skip

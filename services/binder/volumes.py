@@ -28,6 +28,7 @@ from services.binder.classify import Answer
 from services.binder.jobs import BindJob, BindResult, Retry, VolumeBinding
 from services.binder.metrics import BinderMetrics
 from services.binder.retrying import Attempted, Retrier
+from splitsched.runtime import exemplars
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,9 @@ class VolumeStep:
         started = time.monotonic()
         deadline = step_deadline(job, self._clock())
         failure = await self._claim_all(job, deadline) or await self._wait(job, deadline)
-        self._metrics.volume_step_duration.observe(time.monotonic() - started)
+        self._metrics.volume_step_duration.observe(
+            time.monotonic() - started, exemplar=exemplars.from_carrier(job.trace_context)
+        )
         self._metrics.volume_steps.labels(result=failure.reason if failure else "bound").inc()
         if failure is None:
             return None

@@ -54,7 +54,7 @@ from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
 from services.binder.spans import NO_CALL, RetriedCall, bind_call
 from services.binder.volumes import VolumeStep
-from splitsched.runtime import tracing
+from splitsched.runtime import exemplars, tracing
 from splitsched.v1 import scheduler_pb2
 
 log = logging.getLogger(__name__)
@@ -364,9 +364,12 @@ class BindingPool:
         """Report the outcome; it carries `trace_context` (the bind span's) back to the
         scheduler, or the request's own context when the bind was not traced. ``event``:
         write the ``Scheduled`` Event when bound."""
-        report = self._report(job, result, trace_context=trace_context or job.trace_context)
+        carrier = trace_context or job.trace_context
+        report = self._report(job, result, trace_context=carrier)
         self._metrics.outcomes.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
-        self._metrics.bind_duration.observe(time.monotonic() - job.accepted_at)
+        self._metrics.bind_duration.observe(
+            time.monotonic() - job.accepted_at, exemplar=exemplars.from_carrier(carrier)
+        )
         self._remember(report)
         try:
             await self._reporter.put(report)

@@ -132,6 +132,7 @@ class SchedulingLoop:
                 self.metrics.attempt("scheduled", profile, seconds=elapsed)
             else:
                 self.metrics.attempt("unschedulable", profile, seconds=elapsed)
+                self.metrics.rejected(outcome.plugins, profile)
                 if outcome.report:
                     reports.append(outcome)
 

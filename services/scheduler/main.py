@@ -95,7 +95,8 @@ class SchedulerService:
             decision_prefix=f"{settings.scheduler_id}.{secrets.token_hex(3)}",
         )
         self.metrics = SchedulerMetrics()
-        self.state.listeners.append(self.metrics.decision_listener(self.state))
+        trace_id_of = self.traces.trace_id if self.traces is not None else None
+        self.state.listeners.append(self.metrics.decision_listener(self.state, trace_id_of))
         if self.traces is not None:
             self.state.listeners.append(_trace_outcomes(self.traces))
         self.wake = asyncio.Event()

@@ -4,14 +4,15 @@ Created by `services.scheduler.main` (served on `/metrics`) and handed to the pa
 update them: the scheduling loop (attempts, cycle latency, queue lengths), the watch
 ingest (events applied, reconnects), leadership (the leader gauge), the binder probe
 (binders reachable), and the state's decision events (outcomes, bound pods, latency from
-queue and creation to bound) through `decision_listener`. Names and buckets follow
+queue and creation to bound, with the attempt's trace id as an OpenMetrics exemplar when it
+was sampled) through `decision_listener`. Names and buckets follow
 kube-scheduler's where one exists, so its dashboards work unchanged.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -29,8 +30,9 @@ def attempts_label(attempts: int) -> str:
 
 
 class SchedulerMetrics:
-    """Scheduling attempts and cycle latency, the pod scheduling SLI, binding outcomes,
-    queue lengths, leadership, binders reachable, watch events and stream reconnects."""
+    """Scheduling attempts and cycle latency, rejections by plugin, the pod scheduling SLI,
+    binding outcomes, queue lengths, leadership, binders reachable, watch events and
+    stream reconnects."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -70,6 +72,12 @@ class SchedulerMetrics:
             "scheduler_pod_scheduling_attempts",
             "Scheduling attempts a pod took until it was bound",
             buckets=(1, 2, 4, 8, 16),
+            registry=r,
+        )
+        self.rejections = Counter(
+            "splitsched_scheduler_plugin_rejections_total",
+            "Unschedulable attempts, counted once for each plugin that rejected the pod",
+            ["plugin", "profile"],
             registry=r,
         )
         self.pending = Gauge("scheduler_pending_pods", "Pods in each queue", ["queue"], registry=r)
@@ -122,13 +130,24 @@ class SchedulerMetrics:
         if seconds is not None:
             self.cycle.labels(result, profile).observe(seconds)
 
+    def rejected(self, plugins: frozenset[str], profile: str) -> None:
+        """An unschedulable attempt's plugins (kube-scheduler's scheduler_unschedulable_pods
+        gauge counts pods per plugin; this counts attempts, which a rate() turns into
+        failures per plugin per second)."""
+        for plugin in plugins:
+            self.rejections.labels(plugin, profile).inc()
+
     def queue_lengths(self, lengths: Mapping[str, int]) -> None:
         for name, n in lengths.items():
             self.pending.labels(name).set(n)
 
-    def decision_listener(self, state: SchedulerState) -> Listener:
+    def decision_listener(
+        self, state: SchedulerState, trace_id_of: Callable[[str, str], str] | None = None
+    ) -> Listener:
         """A listener for `state.listeners` that counts outcomes and, when a pod is bound,
-        observes its latencies (the state's record still holds when it was queued)."""
+        observes its latencies (the state's record still holds when it was queued), with
+        the bound attempt's trace id as exemplar: `trace_id_of(uid, decision_id)` is the
+        tracing's (empty when not sampled; must still know the trace at BOUND)."""
 
         def observe(event: DecisionEvent) -> None:
             kind = event.kind
@@ -137,19 +156,24 @@ class SchedulerMetrics:
             if kind.is_outcome:
                 self.outcomes.labels(kind).inc()
             if kind is EventKind.BOUND:
-                self._bound(event, state)
+                trace_id = trace_id_of(event.pod.uid, event.decision_id) if trace_id_of else ""
+                self._bound(event, state, {"trace_id": trace_id} if trace_id else None)
 
         return observe
 
-    def _bound(self, event: DecisionEvent, state: SchedulerState) -> None:
+    def _bound(
+        self, event: DecisionEvent, state: SchedulerState, exemplar: dict[str, str] | None
+    ) -> None:
         self.bound.inc()
         pod = event.pod
         if pod.creation_timestamp:
-            self.created_to_bound.observe(max(0.0, time.time() - pod.creation_timestamp))
+            self.created_to_bound.observe(
+                max(0.0, time.time() - pod.creation_timestamp), exemplar=exemplar
+            )
         rec = state.records.get(pod.uid)
         if rec is not None and rec.queued_at:
             attempts = max(1, rec.scheduling_attempts)
             self.e2e.labels(attempts_label(attempts)).observe(
-                max(0.0, state.clock.now() - rec.queued_at)
+                max(0.0, state.clock.now() - rec.queued_at), exemplar=exemplar
             )
             self.pod_attempts.observe(attempts)

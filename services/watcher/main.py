@@ -68,7 +68,9 @@ class Watcher:
         return all(not t.done() for t in self.tasks)
 
     async def open(self) -> service.Exposed:
-        self._endpoint = kubeclient.load_endpoint(self.settings.common.kubeconfig)
+        self._endpoint = kubeclient.load_endpoint(
+            self.settings.common.kubeconfig, context=self.settings.common.kube_context
+        )
         self._session = kubeclient.open_session(self._endpoint, limit=0)
         return service.Exposed(
             servicers=[(self.stream.add_to_server, self.stream)],

@@ -44,6 +44,19 @@ class WatcherService:
             "Open StreamClusterEvents streams",
             registry=registry,
         )
+        #: Each open stream's cursor (the sequence it was last sent), for the lag gauge.
+        self._cursors: dict[int, int] = {}
+        Gauge(
+            "splitsched_watcher_subscriber_lag_events",
+            "Deltas in the ring not yet sent to the slowest subscriber (0 with none)",
+            registry=registry,
+        ).set_function(self.lag)
+
+    def lag(self) -> int:
+        """How many deltas the slowest streaming subscriber is behind the hub's newest; a
+        subscriber still waiting for its snapshot counts as not behind."""
+        last = self.hub.last_sequence
+        return max((last - c for c in self._cursors.values() if c >= 0), default=0)
 
     async def stream(
         self,
@@ -58,10 +71,12 @@ class WatcherService:
         who = request.subscriber or context.peer()
         self._subscribers.inc()
         hub.subscribers += 1
+        key = id(context)
         try:
             await hub.wait_synced()
             cursor = self._resume_point(who, request.from_sequence)
             while True:
+                self._cursors[key] = cursor
                 if cursor < 0 or not hub.can_resume(cursor):
                     if cursor >= 0:
                         log.warning("subscriber %s fell behind the ring; new snapshot", who)
@@ -74,6 +89,7 @@ class WatcherService:
                 if batch:
                     yield batch
         finally:
+            self._cursors.pop(key, None)
             hub.subscribers -= 1
             self._subscribers.dec()
             log.info("subscriber %s left", who)

@@ -1,12 +1,15 @@
 """The HTTP side of every service: /healthz (the process lives), /readyz (it can do its
-job) and /metrics (Prometheus text), served by aiohttp."""
+job) and /metrics, served by aiohttp. /metrics answers in the format the scraper's Accept
+header asks for: OpenMetrics (which alone carries exemplars, the trace ids on latency
+histograms) or the Prometheus text format (the default)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 
 
 async def serve_http(
@@ -28,9 +31,9 @@ async def serve_http(
         ok = ready()
         return web.Response(status=200 if ok else 503, text="ok\n" if ok else "not ready\n")
 
-    async def metrics_handler(_: web.Request) -> web.Response:
-        body = generate_latest(metrics)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+    async def metrics_handler(request: web.Request) -> web.Response:
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        return web.Response(body=encode(metrics), headers={"Content-Type": content_type})
 
     app = web.Application()
     app.router.add_get("/healthz", healthz)

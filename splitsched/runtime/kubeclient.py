@@ -93,14 +93,17 @@ def bearer_authorization(credential: str) -> str:
     return credential.strip()  # another scheme (tokens hold no spaces): leave it be
 
 
-def load_endpoint(kubeconfig: str | None) -> KubeEndpoint:
-    """Read a kubeconfig file (or the in-cluster config when `kubeconfig` is None) and
-    check it now: the server URL, the client certificate and key, the CA bundle."""
+def load_endpoint(kubeconfig: str | None, *, context: str | None = None) -> KubeEndpoint:
+    """Read a kubeconfig file (or the in-cluster config when `kubeconfig` is None), with
+    its `context` (default: its current context), and check it now: the server URL, the
+    client certificate and key, the CA bundle."""
     source = f"kubeconfig {kubeconfig}" if kubeconfig else IN_CLUSTER
+    if kubeconfig and context:
+        source += f" (context {context})"
     if kubeconfig:
-        _check_files(kubeconfig, source=source)
+        _check_files(kubeconfig, source=source, context=context)
     try:
-        conf = _read_configuration(kubeconfig)
+        conf = _read_configuration(kubeconfig, context=context)
     except Exception as exc:  # the kubernetes config loader raises several kinds
         raise KubeConfigError(source, str(exc)) from exc
     endpoint = endpoint_from_configuration(conf, source=source)
@@ -115,7 +118,7 @@ FILE_FIELDS = {
 }
 
 
-def _check_files(kubeconfig: str, *, source: str) -> None:
+def _check_files(kubeconfig: str, *, source: str, context: str | None = None) -> None:
     """An unreadable kubeconfig, or a file its current context names that does not exist,
     fails here naming the field (the client's loader says "No configuration found" or
     "File does not exist"). Anything else about the document is left to the loader."""
@@ -131,10 +134,10 @@ def _check_files(kubeconfig: str, *, source: str) -> None:
         return
     if not isinstance(doc, dict):
         return
-    context = _named(doc, "contexts", doc.get("current-context"))
+    chosen = _named(doc, "contexts", context or doc.get("current-context"))
     base = Path(kubeconfig).parent
     for section, fields in FILE_FIELDS.items():
-        entry = _named(doc, f"{section}s", context.get(section))
+        entry = _named(doc, f"{section}s", chosen.get(section))
         for name in fields:
             value = entry.get(name)
             if isinstance(value, str) and value and not (base / value).is_file():
@@ -150,14 +153,17 @@ def _named(doc: dict[str, Any], section: str, name: object) -> dict[str, Any]:
     return {}
 
 
-def _read_configuration(kubeconfig: str | None) -> Any:
+def _read_configuration(kubeconfig: str | None, *, context: str | None = None) -> Any:
     from kubernetes import client as kclient
     from kubernetes import config as kconfig
 
     conf = kclient.Configuration()
     if kubeconfig:
         kconfig.load_kube_config(
-            config_file=kubeconfig, client_configuration=conf, persist_config=False
+            config_file=kubeconfig,
+            context=context,
+            client_configuration=conf,
+            persist_config=False,
         )
     else:
         kconfig.load_incluster_config(client_configuration=conf)

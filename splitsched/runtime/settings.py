@@ -60,6 +60,8 @@ class Common:
     security: security.Security
     #: The kubeconfig file (``--kubeconfig``); None: the in-cluster config.
     kubeconfig: str | None = None
+    #: The kubeconfig's context to use (``--context``); None: its current context.
+    kube_context: str | None = None
 
 
 def add_flags(
@@ -68,6 +70,9 @@ def add_flags(
     """The flags `common_from_args` reads besides TLS (`security.add_flags`) and logging
     (`config.parse_args`): `kubeconfig` is the help text of ``--kubeconfig``."""
     parser.add_argument("--kubeconfig", default=None, help=kubeconfig)
+    parser.add_argument(
+        "--context", default=None, help="the kubeconfig's context (default: its current one)"
+    )
     parser.add_argument("--listen", default=listen, help="gRPC host:port")
     parser.add_argument("--http-listen", default=http_listen, help="health/metrics host:port")
 
@@ -75,6 +80,10 @@ def add_flags(
 def common_from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Common:
     """The shared part of a service's settings from its resolved options; reads and checks
     the TLS files now. Raises ConfigError naming the flag."""
+    kubeconfig = getattr(args, "kubeconfig", None) or None
+    kube_context = getattr(args, "context", None) or None
+    if kube_context and not kubeconfig:
+        raise ConfigError("--context needs --kubeconfig (the in-cluster config has none)")
     return Common(
         serving=Serving(
             listen=listen_address(args.listen, flag="--listen"),
@@ -82,7 +91,8 @@ def common_from_args(args: argparse.Namespace, *, service: ServiceDescriptor) ->
         ),
         logging=Logging(json_lines=bool(args.log_json), level=str(args.log_level)),
         security=security.from_args(args, service=service),
-        kubeconfig=getattr(args, "kubeconfig", None) or None,
+        kubeconfig=kubeconfig,
+        kube_context=kube_context,
     )
 
 

@@ -14,22 +14,21 @@ them leads; the standbys are never ready.
 
 Every gRPC hop is mutual TLS by default, as the Helm chart installs it: `start` writes a
 CA and `<component>.crt`/`.key` for watcher, scheduler, binder and an `ops` client (common
-name `splitsched-<component>`; splitsched.testing.certs) into `workdir/tls`, or
+name `splitsched-<component>`; splitsched.launch.certs) into `workdir/tls`, or
 `tls=<dir>` uses the ones there; `TRUSTED_CLIENTS` says who may call each server's
-restricted RPCs. Clients (tests, the demo, the CLI) reach the services with `channel()` and
-`cli_env()`, as the `ops` identity unless told otherwise. `tls=False` runs plaintext, for
-debugging only.
+restricted RPCs. Clients (tests, the demo, the CLI) reach the services with `channel()`
+and `cli_env()`, as the `ops` identity unless told otherwise. `tls=False` runs plaintext,
+for debugging only.
+
+How one process is started, waited for and stopped, and the rights each component needs,
+are product code shared with `splitsched up` (`splitsched.launch`); this module adds what
+only tests and the demo want: a ServiceAccount for each component, several schedulers
+under leader election, channels and CLI settings as any identity.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,65 +37,22 @@ from typing import Any
 import grpc
 from kubernetes import client
 
-from splitsched.testing import certs, controlplane, kube
+from splitsched.launch import certs, processes
+from splitsched.launch.processes import TRUSTED_CLIENTS, Service
+from splitsched.launch.rights import BINDER_RULES, SCHEDULER_RULES, WATCHER_RULES
+from splitsched.testing import controlplane, kube
 
-# The rights each component needs, and nothing more. The Helm chart grants the same.
-WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
-    {
-        "apiGroups": [""],
-        "resources": ["nodes", "pods", "namespaces"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["policy"],
-        "resources": ["poddisruptionbudgets"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": [""],
-        "resources": ["persistentvolumeclaims", "persistentvolumes"],
-        "verbs": ["get", "list", "watch"],
-    },
-    {
-        "apiGroups": ["storage.k8s.io"],
-        "resources": ["storageclasses", "csinodes"],
-        "verbs": ["get", "list", "watch"],
-    },
-)
-BINDER_RULES: tuple[Mapping[str, Any], ...] = (
-    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
-    # The volume step before a Binding: a PV's claimRef, a claim's selected-node.
-    {
-        "apiGroups": [""],
-        "resources": ["persistentvolumes", "persistentvolumeclaims"],
-        "verbs": ["get", "patch"],
-    },
-    {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
-)
-
-
-# With `Stack(tls=...)`: the identities allowed to call each server's restricted RPCs (the
-# CLI's certificate is `splitsched-ops`).
-TRUSTED_CLIENTS = {
-    "watcher": "splitsched-scheduler",
-    "binder": "splitsched-scheduler",
-    "scheduler": "splitsched-binder,Simulate=splitsched-ops",  # ops: Simulate only
-}
-
-
-# Leader election only (`--leader-elect`): the scheduler reads and writes its Lease and
-# touches nothing else in the API.
-SCHEDULER_RULES: tuple[Mapping[str, Any], ...] = (
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "verbs": ["get", "create", "update"],
-    },
-)
+# Re-exported: the rights each component needs (the Helm chart grants the same), and who
+# may call each server's restricted RPCs.
+__all__ = [
+    "BINDER_RULES",
+    "SCHEDULER_RULES",
+    "TRUSTED_CLIENTS",
+    "WATCHER_RULES",
+    "Service",
+    "Stack",
+    "component_kubeconfigs",
+]
 
 
 def component_kubeconfigs(
@@ -137,52 +93,6 @@ def component_kubeconfigs(
 
 
 @dataclass
-class Service:
-    name: str
-    argv: list[str]
-    log_path: Path
-    grpc_port: int
-    http_port: int
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def grpc_target(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    def ready(self) -> bool:
-        """/readyz answers 200: the service does its job (a standby scheduler does not)."""
-        return self._answers_ok("/readyz")
-
-    def live(self) -> bool:
-        """/healthz answers: the process serves (a standby scheduler is live, not ready)."""
-        return self._answers_ok("/healthz")
-
-    def _answers_ok(self, path: str) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.http_url}{path}", timeout=1) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"{self.http_url}/metrics", timeout=5) as resp:
-            return str(resp.read().decode())
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-@dataclass
 class Stack:
     workdir: Path
     watcher_kubeconfig: Path
@@ -215,17 +125,7 @@ class Stack:
     def tls_args(self, component: str) -> list[str]:
         """The TLS and trusted-client flags of ``component`` (watcher, scheduler, binder),
         for this stack's services and for any extra one a test starts beside them."""
-        if self.tls_dir is None:
-            return []
-        ca = str(self.tls_dir / "ca.crt")
-        crt, key = (str(self.tls_dir / f"{component}.{ext}") for ext in ("crt", "key"))
-        argv = ["--tls-cert", crt, "--tls-key", key, "--tls-ca", ca, "--tls-client-auth"]
-        argv += ["--trusted-clients", TRUSTED_CLIENTS[component]]
-        if component != "watcher":  # the watcher dials no gRPC peer
-            argv += ["--peer-tls-ca", ca, "--peer-tls-cert", crt, "--peer-tls-key", key]
-            # An `ipv4:a,b` target has no host name to check: the certificates name localhost.
-            argv += ["--peer-server-name", "localhost"]
-        return argv
+        return processes.tls_args(component, self.tls_dir)
 
     def _service(
         self, name: str, module: str, args: Sequence[str], *, grpc_port: int | None = None
@@ -234,45 +134,23 @@ class Stack:
         orphanguard, with this component's TLS flags."""
         grpc_port = grpc_port or controlplane.free_port()
         http_port = controlplane.free_port()
-        argv = [
-            sys.executable,
-            "-m",
-            "splitsched.testing.orphanguard",  # dies with us; see that module for why
+        argv = processes.service_argv(
             module,
-            "--listen",
-            f"127.0.0.1:{grpc_port}",
-            "--http-listen",
-            f"127.0.0.1:{http_port}",
-            *self.tls_args(name.partition("-")[0]),
-            *args,
-        ]
+            listen=f"127.0.0.1:{grpc_port}",
+            http_port=http_port,
+            args=[*self.tls_args(name.partition("-")[0]), *args],
+        )
         return Service(name, argv, self.workdir / f"{name}.log", grpc_port, http_port)
 
     def _start(self, svc: Service, *, append: bool = False) -> Service:
         """Run ``svc``, its output to its log: a new log per run (a kept work dir's old
         one would name dead ports first), or with ``append`` the same one (a restart)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        log = svc.log_path.open("ab" if append else "wb")
-        svc.proc = subprocess.Popen(
-            svc.argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=controlplane.REPO_ROOT,
-        )
-        log.close()
+        processes.start(svc, env=self.env, cwd=controlplane.REPO_ROOT, append=append)
         self.services.append(svc)
         return svc
 
     def _wait_ready(self, svcs: Sequence[Service], timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for svc in svcs:
-            while not svc.ready():
-                if not svc.alive():
-                    raise RuntimeError(f"{svc.name} exited early:\n{svc.log_tail()}")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{svc.name} not ready after {timeout}s:\n{svc.log_tail()}")
-                time.sleep(0.1)
+        processes.wait_ready(svcs, timeout=timeout)
 
     @property
     def watcher(self) -> Service:
@@ -425,19 +303,7 @@ class Stack:
         }
 
     def stop(self, *, grace: float = 15.0) -> None:
-        for svc in reversed(self.services):
-            if svc.alive():
-                assert svc.proc is not None
-                svc.proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for svc in self.services:
-            if svc.proc is None:
-                continue
-            try:
-                svc.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                svc.proc.kill()
-                svc.proc.wait(timeout=5)
+        processes.stop(self.services, grace=grace)
         self.services.clear()
 
     def __enter__(self) -> Stack:

@@ -3,6 +3,8 @@ a watcher, three binders and a scheduler against the real control plane).
 
 * /metrics of every service is Prometheus text with the documented metrics
   (docs/observability.md), and the counters move as pods bind;
+* every metric the chart's Grafana dashboard and PrometheusRule alerts query is served,
+  and an unfit pod counts against the plugin that rejected it;
 * the standard gRPC health service answers SERVING (what `grpc_health_probe` and the
   kubelet's gRPC probes call) and server reflection lists each service, to any client
   with a certificate the stack's CA signed (the stack is mutual TLS; neither is restricted);
@@ -13,7 +15,6 @@ a watcher, three binders and a scheduler against the real control plane).
 from __future__ import annotations
 
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -27,12 +28,17 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from splitsched.launch import processes
 from splitsched.testing import controlplane, kube, stack
+from tests.support import promql
+from tests.support.helm import CHART
 
 pytestmark = pytest.mark.e2e
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
+DASHBOARD = CHART / "files" / "grafana-dashboard.json"
+RULES = CHART / "files" / "prometheus-rules.yaml"
 SERVICE_NAMES = {
     "watcher": "splitsched.v1.Watcher",
     "scheduler": "splitsched.v1.Scheduler",
@@ -45,6 +51,7 @@ EXPECTED = {
         "splitsched_watcher_relists",
         "splitsched_watcher_subscribers",
         "splitsched_watcher_ring_events",
+        "splitsched_watcher_subscriber_lag_events",
     },
     "scheduler": {
         "scheduler_schedule_attempts",
@@ -57,6 +64,8 @@ EXPECTED = {
         "splitsched_scheduler_binding_outcomes",
         "splitsched_scheduler_watch_events",
         "splitsched_scheduler_binders_reachable",
+        "splitsched_scheduler_plugin_rejections",
+        "splitsched_scheduler_leader",
         "splitsched_grpc_stream_reconnects",
     },
     "binder": {
@@ -132,6 +141,25 @@ def test_every_service_exposes_its_metrics(running_stack: stack.Stack) -> None:
         assert not missing, f"{svc.name} lacks {sorted(missing)}"
 
 
+def test_dashboard_and_alerts_name_only_served_metrics(running_stack: stack.Stack) -> None:
+    """Every metric the chart's Grafana dashboard and PrometheusRule query is one a running
+    service serves, as the sample name its type gives (a counter's `_total`, a histogram's
+    `_bucket`, ...): a renamed metric or a typo in a query fails here."""
+    served: set[str] = set()
+    for svc in running_stack.services:
+        families = text_string_to_metric_families(svc.metrics())
+        served |= promql.served_names((f.name, f.type) for f in families)
+    queries = {f"dashboard: {e}": e for e in promql.dashboard_exprs(DASHBOARD)}
+    queries |= {f"alert {a}": e for a, e in promql.rule_exprs(RULES).items()}
+    named = {where: promql.metric_names(expr) for where, expr in queries.items()}
+    unserved = {where: sorted(names - served) for where, names in named.items() if names - served}
+    assert not unserved, unserved
+    everything = set().union(*named.values())
+    assert len(everything) >= 15, everything
+    assert {"splitsched_watcher_subscriber_lag_events",
+            "splitsched_scheduler_plugin_rejections_total"} <= everything  # fmt: skip
+
+
 def test_counters_move_as_pods_bind(
     running_stack: stack.Stack, kube_api: client.ApiClient, namespace: str
 ) -> None:
@@ -195,6 +223,24 @@ def test_counters_move_as_pods_bind(
         assert cluster_total(binders, name, **labels) - b0[name] >= n, name
 
 
+def test_an_unfit_pod_counts_against_the_plugin_that_rejected_it(
+    running_stack: stack.Stack, kube_api: client.ApiClient, namespace: str
+) -> None:
+    """The dashboard's "failures per plugin": a pod no node has room for is rejected by
+    NodeResourcesFit, and the scheduler counts it under that plugin."""
+    rejections = "splitsched_scheduler_plugin_rejections_total"
+    labels = {"plugin": "NodeResourcesFit", "profile": "splitsched"}
+    before = total(scrape(running_stack.scheduler)[1], rejections, **labels)
+    kube.create_pods(
+        kube_api, namespace=namespace, pods=kube.make_pods(1, name_prefix="huge", cpu="1000")
+    )
+    kube.wait_for(
+        lambda: total(scrape(running_stack.scheduler)[1], rejections, **labels) > before,
+        timeout=30,
+        message="the rejection counted under NodeResourcesFit",
+    )
+
+
 def test_grpc_health_and_reflection_on_every_service(running_stack: stack.Stack) -> None:
     for svc in running_stack.services:
         service = SERVICE_NAMES[role(svc)]
@@ -222,14 +268,15 @@ def process(
     """One service process (``services.<component>``) beside ``running``, with its TLS
     flags, on free ports (or gRPC on `grpc_port`), terminated (then killed) on exit."""
     grpc_port, http_port = grpc_port or controlplane.free_port(), controlplane.free_port()
-    argv = [sys.executable, "-m", "splitsched.testing.orphanguard", module,
-            "--listen", f"127.0.0.1:{grpc_port}", "--http-listen", f"127.0.0.1:{http_port}",
-            *running.tls_args(module.rpartition(".")[2]), *args]  # fmt: skip
+    argv = processes.service_argv(
+        module,
+        listen=f"127.0.0.1:{grpc_port}",
+        http_port=http_port,
+        args=[*running.tls_args(module.rpartition(".")[2]), *args],
+    )
     svc = stack.Service(name, argv, workdir / f"{name}.log", grpc_port, http_port)
-    with svc.log_path.open("ab") as log:
-        svc.proc = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, cwd=controlplane.REPO_ROOT,
-        )  # fmt: skip
+    processes.start(svc, cwd=controlplane.REPO_ROOT)
+    assert svc.proc is not None
     try:
         kube.wait_for(
             lambda: http_status(f"{svc.http_url}/healthz") == 200 or not svc.alive(),

@@ -7,8 +7,9 @@
   SPLITSCHED_* variables parse with its service's own argument parser, pointing at the
   chart's Services;
 * the rendered chart goes to the real kube-apiserver with ``dryRun=All`` and
-  ``fieldValidation=Strict``, so the API server validates every object (ServiceMonitor is
-  skipped: the prometheus-operator CRD is not installed on the test control plane);
+  ``fieldValidation=Strict``, so the API server validates every object (ServiceMonitor and
+  PrometheusRule are skipped: prometheus-operator's CRDs are not installed on the test
+  control plane); the dashboard ConfigMap and the PrometheusRule hold the chart's files;
 * RBAC: the chart's ClusterRoles equal ``stack.WATCHER_RULES`` / ``stack.BINDER_RULES``,
   and with leader election the scheduler's Role grants what ``stack.SCHEDULER_RULES``
   does, get/update narrowed to the release's Lease (without it: no scheduler RBAC);
@@ -75,8 +76,10 @@ STANDARD_LABELS = (
     "app.kubernetes.io/managed-by",
     "app.kubernetes.io/version",
 )
-#: Kinds whose API is not served by the test control plane (prometheus-operator's CRD).
-NO_CRD_KINDS = frozenset({"ServiceMonitor"})
+#: Kinds whose API is not served by the test control plane (prometheus-operator's CRDs).
+NO_CRD_KINDS = frozenset({"ServiceMonitor", "PrometheusRule"})
+#: The dashboard's ConfigMap and the PrometheusRule belong to no Deployment.
+MONITORING_KINDS = frozenset({"ConfigMap", "PrometheusRule"})
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 VALUE_SETS = {"default": (), "all-on": (CI_VALUES,)}
 #: tls.enabled with a Secret, trusted clients and a server name (its own tests below).
@@ -121,7 +124,11 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         missing = [k for k in STANDARD_LABELS if k not in labels]
         assert not missing, f"{doc['kind']}/{doc['metadata']['name']} lacks {missing}"
         # The CA's and the operators' certificate Secrets belong to no Deployment.
-        owners = (*COMPONENTS, "ca", "ops") if doc["kind"] == "Secret" else COMPONENTS
+        owners: tuple[str, ...] = COMPONENTS
+        if doc["kind"] == "Secret":
+            owners = (*COMPONENTS, "ca", "ops")
+        elif doc["kind"] in MONITORING_KINDS:
+            owners = (*COMPONENTS, "monitoring")
         assert labels["app.kubernetes.io/component"] in owners
         assert labels["app.kubernetes.io/part-of"] == "splitsched"
     for component in COMPONENTS:
@@ -147,12 +154,48 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         env = {e["name"]: e.get("value") for e in container(docs, "scheduler")["env"]}
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http://")
         assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+        check_dashboard_and_alerts(docs)
     else:
         assert "ServiceMonitor" not in kinds and "HorizontalPodAutoscaler" not in kinds
+        assert "PrometheusRule" not in kinds
+        assert not find(docs, "ConfigMap", "monitoring")
         assert one(docs, "Deployment", "binder")["spec"]["replicas"] == 2
         assert scheduler["replicas"] == 1
         assert scheduler["strategy"] == {"type": "Recreate"}
         assert "Role" not in kinds and "RoleBinding" not in kinds
+
+
+def check_dashboard_and_alerts(docs: Sequence[Manifest]) -> None:
+    """ci/all-on-values.yaml's dashboard ConfigMap (for Grafana's sidecar) and
+    PrometheusRule hold the chart's files as they are (their metrics are checked against
+    the running services in tests/e2e/test_metrics_health.py)."""
+    dashboard = one(docs, "ConfigMap", "monitoring")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Scheduling"}
+    [data] = dashboard["data"].values()
+    assert json.loads(data) == json.loads((CHART / "files" / "grafana-dashboard.json").read_text())
+    rule = one(docs, "PrometheusRule", "monitoring")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    assert rule["spec"] == yaml.safe_load((CHART / "files" / "prometheus-rules.yaml").read_text())
+    # Prometheus' templates reach the rule unexpanded by Helm.
+    assert "{{ $labels.namespace }}" in json.dumps(rule["spec"])
+
+
+def test_dashboard_goes_where_and_as_the_sidecar_looks_for_it(helm: Path) -> None:
+    """A sidecar configured with another label, watching only Grafana's namespace."""
+    sets = [
+        "monitoring.grafanaDashboard.enabled=true",
+        "monitoring.grafanaDashboard.namespace=grafana",
+        "monitoring.grafanaDashboard.label=find_me",
+        "monitoring.grafanaDashboard.labelValue=yes",
+    ]
+    docs = render(helm, release="prod", namespace="sched", sets=sets)
+    dashboard = one(docs, "ConfigMap", "monitoring")
+    metadata = dashboard["metadata"]
+    assert (metadata["name"], metadata["namespace"]) == ("prod-splitsched-dashboard", "grafana")
+    assert metadata["labels"]["find_me"] == "yes" and "grafana_dashboard" not in metadata["labels"]
+    assert "PrometheusRule" not in {d["kind"] for d in docs}
 
 
 #: case -> (--set values, what the error must name)
@@ -189,6 +232,11 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
         "podSelectr",
     ),
     "tls trusted client with a comma": (["tls.trustedClients={a\\,b}"], "/tls/trustedClients"),
+    "monitoring key typo": (["monitoring.prometheusRule.enable=true"], "enable"),
+    "dashboard label empty": (
+        ["monitoring.grafanaDashboard.label="],
+        "/monitoring/grafanaDashboard/label",
+    ),
 }
 
 
@@ -365,7 +413,7 @@ def test_server_side_dry_run_accepts_every_object(
     docs = render(helm, release="dry", namespace=namespace, values=VALUE_SETS[value_set])
     checked = [d for d in docs if d["kind"] not in NO_CRD_KINDS]
     skipped = [d for d in docs if d["kind"] in NO_CRD_KINDS]
-    assert len(skipped) == (3 if value_set == "all-on" else 0)
+    assert len(skipped) == (4 if value_set == "all-on" else 0)
     groups = {g.name for g in client.ApisApi(dyn.client).get_api_versions().groups}
     assert "monitoring.coreos.com" not in groups, "the CRD exists now: stop skipping it"
 

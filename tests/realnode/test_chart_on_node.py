@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from splitsched.testing import kube, manifests
+from splitsched.testing.controlplane import binary_path
 from splitsched.testing.realnode import RealCluster, network
 from tests.realnode.conftest import CHART, IMAGE_VALUES, RELEASE, Tools
 
@@ -267,6 +270,33 @@ def test_helm_upgrade_with_changed_values_rolls_the_components(
     for pod in pods:
         env_and_args = json.dumps(pod.spec.containers[0].to_dict())
         assert "DEBUG" in env_and_args, pod.metadata.name
+
+
+def test_kubectl_splitsched_reaches_the_scheduler_through_its_own_port_forward(
+    release: str, tools: Tools, real_cluster: RealCluster
+) -> None:
+    """The kubectl plugin with no --server (issue 20): it finds the chart's scheduler pod,
+    reads the ops certificate Secret, and talks mutual TLS through the port-forward it
+    opens itself over pods/portforward to the real kubelet."""
+    plugin = Path(sys.executable).parent / "kubectl-splitsched"
+    kubectl_dir = binary_path("kubectl").parent
+    env = {
+        "PATH": f"{kubectl_dir}:{plugin.parent}:/usr/bin:/bin",
+        "KUBECONFIG": str(tools.kubeconfig),
+    }
+
+    def plugin_run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["kubectl", "splitsched", *args],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+
+    nodes = plugin_run("nodes")
+    assert nodes.returncode == 0, nodes.stderr
+    assert real_cluster.layout.node_name in nodes.stdout
+    pods = plugin_run("pods", "-A", "-o", "json", "--splitsched-namespace", release)
+    assert pods.returncode == 0, pods.stderr
+    assert '"state": "BOUND"' in pods.stdout
 
 
 def test_helm_uninstall_leaves_nothing_behind(release: str, tools: Tools) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from splitsched import cli
+from tests.support import pipes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -200,3 +201,17 @@ def test_a_malformed_storage_object_is_named(
     code, _, err = run(["simulate", "--cluster", str(path)], capsys)
     assert code == 2
     assert "items[0] (PersistentVolume pv): spec.capacity.storage: invalid quantity" in err
+
+
+SAMPLE_CLUSTER = ROOT / "examples" / "sample-cluster.yaml"
+
+
+def test_a_reader_that_leaves_early_ends_the_output_quietly() -> None:
+    """`splitsched simulate ... | head -1`: the rest of the output has nowhere to go. No
+    BrokenPipeError traceback, and 141, as a shell reports for such a tool."""
+    first, code, err = pipes.head_one(
+        [sys.executable, "-m", "splitsched.cli", "simulate", "--cluster", str(SAMPLE_CLUSTER)]
+    )
+    assert code == cli.EXIT_CLOSED_PIPE, err
+    assert json.loads(first)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

@@ -96,13 +96,21 @@ class SchedulingCycle(StateBooks):
         kept = dict(itertools.islice(wait.failed_node_reasons.items(), MAX_KEPT_NODE_REASONS))
         plugins = wait.failed_node_plugins
         rec.failed_node_plugins = {n: plugins[n] for n in kept if n in plugins}
-        unschedulable = self._unschedulable(rec, wait.summary, kept, now)
+        unschedulable = self._unschedulable(
+            rec, wait.summary, kept, now, plugins=wait.failed_plugins
+        )
         if wait.scheduler_error:
             return dataclasses.replace(unschedulable, reason="SchedulerError")
         return unschedulable
 
     def _unschedulable(
-        self, rec: PodRecord, message: str, reasons: dict[str, str], now: float
+        self,
+        rec: PodRecord,
+        message: str,
+        reasons: dict[str, str],
+        now: float,
+        *,
+        plugins: frozenset[str] = frozenset(),
     ) -> Unschedulable:
         report = (
             now - rec.last_reported_unschedulable >= self.unschedulable_report_interval
@@ -114,7 +122,7 @@ class SchedulingCycle(StateBooks):
             rec.last_reported_unschedulable = now
         self._count("unschedulable")
         self._emit(DecisionEvent(EventKind.UNSCHEDULABLE, rec.pod, "", message, "", now))
-        return Unschedulable(rec.pod, message, report)
+        return Unschedulable(rec.pod, message, report, plugins=plugins)
 
     # ---- gangs -----------------------------------------------------------------------------
     def _schedule_gang(
@@ -139,7 +147,9 @@ class SchedulingCycle(StateBooks):
                 total_nodes=self.cache.table.n,
             )
             self.queue.add_unschedulable(qp, plugins=waiting.failed_plugins, events=_GANG_EVENTS)
-            return [self._unschedulable(rec, waiting.summary, {}, now)]
+            return [
+                self._unschedulable(rec, waiting.summary, {}, now, plugins=waiting.failed_plugins)
+            ]
         placed, blocking, wait = self.algo.place_gang(members)
         if blocking is not None:
             assert wait is not None

@@ -120,6 +120,8 @@ class Unschedulable:
     message: str
     report: bool
     reason: str = "Unschedulable"  # the PodScheduled condition's; SchedulerError for errors
+    #: The plugins that rejected the pod (the scheduler's per-plugin failure counter).
+    plugins: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

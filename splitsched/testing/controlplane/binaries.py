@@ -1,7 +1,8 @@
 """Which control-plane binaries to run and where they are: the versions pinned in
 ``scripts/versions.env``, the per-machine cache ``scripts/get-binaries.sh`` fills, and a
-check that builds them on first use. Used by ``ControlPlane.up``, the Helm test and the
-benchmarks (``binary_path("helm")``, ``binary_path("kube-scheduler")``).
+check that builds them on first use. Used by ``ControlPlane.up``, the Helm test, the
+real-collector test (``otelcol``) and the benchmarks (``binary_path("helm")``,
+``binary_path("kube-scheduler")``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ def binary_versions() -> dict[str, str]:
         "kube-proxy": v["KUBERNETES_VERSION"],
         "kubectl": v["KUBERNETES_VERSION"],
         "coredns": v["COREDNS_VERSION"],
+        "otelcol": v["OTELCOL_VERSION"],
     }
 
 

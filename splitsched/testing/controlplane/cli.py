@@ -9,9 +9,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from splitsched.launch.interrupts import stop_like_ctrl_c
 from splitsched.testing.controlplane.plane import ControlPlane
 from splitsched.testing.controlplane.state import ControlPlaneError
-from splitsched.testing.interrupts import stop_like_ctrl_c
 
 
 def main(argv: Sequence[str] | None = None) -> int:

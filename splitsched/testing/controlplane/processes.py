@@ -11,45 +11,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import random
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+# free_port lives in splitsched.launch, where `splitsched up` finds it too.
+from splitsched.launch.processes import free_port as free_port
 from splitsched.testing.controlplane.state import ControlPlaneError
-
-_PORT_PICKER = random.Random()
-_HANDED_OUT: set[int] = set()
-
-
-def free_port(*, preferred: int = 0) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now: ``preferred`` if it is
-    free (the demo's scheduler takes the documented 50050 so), else one chosen below
-    Linux's ephemeral range (32768 and up): a port the kernel picks for some outgoing
-    connection could otherwise be taken between this check and the service binding it."""
-    candidates = [preferred] if preferred else []
-    candidates += [_PORT_PICKER.randrange(20000, 32000) for _ in range(100)]
-    for port in candidates:
-        if port not in _HANDED_OUT and _bindable(port):
-            _HANDED_OUT.add(port)
-            return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        fallback: int = s.getsockname()[1]
-        return fallback
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def pid_alive(pid: int) -> bool:

@@ -15,12 +15,14 @@ from typing import Any
 
 import grpc
 import pytest
+from prometheus_client import CollectorRegistry
 
 from services.watcher import entries, listwatch, metrics, ring, server
 from splitsched import wire
 from splitsched.core import models
 from splitsched.runtime import grpcsrv, kubeclient
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
+from tests.support import watcher as watcher_support
 from tests.support.builders import RING_NOW, node_entry, pod_entry
 
 E = watcher_pb2.ClusterEvent
@@ -230,6 +232,48 @@ def test_slow_subscriber_does_not_block_others_and_gets_a_snapshot_later() -> No
         assert describe(await slow.next()) == ("ADDED", "n1", "500")
 
     run_with_server(body, ring_size=50, max_batch_events=5)
+
+
+def test_lag_gauge_counts_the_deltas_the_slowest_subscriber_was_not_sent() -> None:
+    """splitsched_watcher_subscriber_lag_events: the hub's newest sequence minus the
+    slowest open stream's cursor; 0 once every delta went out, and with no subscriber."""
+
+    def lag() -> float:
+        return registry.get_sample_value("splitsched_watcher_subscriber_lag_events") or 0.0
+
+    async def until(condition: Callable[[], bool], what: str) -> None:
+        for _ in range(500):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"never {what}; lag {lag()}")
+
+    async def main() -> None:
+        hub = ring.ClusterHub(ring_size=1000, first_sequence=1)
+        async with (
+            watcher_support.serving(hub, registry=registry) as port,
+            grpcsrv.channel(f"127.0.0.1:{port}") as channel,
+        ):
+            stub = watcher_pb2_grpc.WatcherStub(channel)
+            hub.upsert(node_entry("n0", "1"))
+            hub.mark_synced()
+            reader = subscribe(stub)
+            await reader.until_synced()
+            await until(lambda: lag() == 0, "caught up")
+            for i in range(300):
+                hub.upsert(node_entry("n0", str(i + 2)))
+            # Nothing ran on the loop since: all 300 are unsent.
+            assert lag() == 300
+            assert [e.sequence for e in await reader.take(300)] == list(range(2, 302))
+            await until(lambda: lag() == 0, "caught up")
+            reader.call.cancel()
+            subscribers = "splitsched_watcher_subscribers"
+            await until(lambda: registry.get_sample_value(subscribers) == 0, "left")
+            hub.upsert(node_entry("n0", "999"))
+            assert lag() == 0  # the stream that left is not waited for
+
+    registry = CollectorRegistry()
+    asyncio.run(main())
 
 
 def test_relist_emits_only_differences() -> None:

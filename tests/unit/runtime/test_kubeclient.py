@@ -164,3 +164,31 @@ def test_a_missing_kubeconfig_and_a_missing_in_cluster_config_are_named(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(kubeclient.KubeConfigError, match=r"^the in-cluster config: "):
         kubeclient.load_endpoint(None)
+
+
+def test_a_context_other_than_the_current_one_is_read_and_named(tmp_path: Path) -> None:
+    """``--context`` (kubectl's flag, `splitsched up --context`): that context's cluster
+    and user, and an unknown one fails naming it."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "one", "cluster": {"server": "http://127.0.0.1:1"}},
+            {"name": "two", "cluster": {"server": "http://127.0.0.2:2"}},
+        ],
+        "users": [{"name": "a", "user": {"token": "ta"}}, {"name": "b", "user": {"token": "tb"}}],
+        "contexts": [
+            {"name": "first", "context": {"cluster": "one", "user": "a"}},
+            {"name": "second", "context": {"cluster": "two", "user": "b"}},
+        ],
+        "current-context": "first",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    assert kubeclient.load_endpoint(str(path)).host == "http://127.0.0.1:1"
+    endpoint = kubeclient.load_endpoint(str(path), context="second")
+    assert endpoint.host == "http://127.0.0.2:2"
+    assert endpoint.headers()["Authorization"] == "Bearer tb"
+    assert endpoint.source == f"kubeconfig {path} (context second)"
+    with pytest.raises(kubeclient.KubeConfigError, match=r"\(context third\): .*third"):
+        kubeclient.load_endpoint(str(path), context="third")

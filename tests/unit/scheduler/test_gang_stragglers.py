@@ -46,3 +46,4 @@ def test_a_gang_short_of_its_quorum_still_waits(state: SchedulerState) -> None:
     out = state.schedule_one()
     assert out is not None and isinstance(out[0], Unschedulable)
     assert "2 of 3 members pending" in out[0].message
+    assert out[0].plugins == {"Gang"}  # what the per-plugin failure counter counts

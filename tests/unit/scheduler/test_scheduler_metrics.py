@@ -4,6 +4,8 @@ observe the cycle's latency."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from services.scheduler.metrics import SchedulerMetrics, attempts_label
 from services.scheduler.state import DecisionEvent, EventKind, PodRecord, SchedulerState
 from splitsched.core import algorithm, models, profiles
@@ -85,3 +87,48 @@ def test_attempts_observe_the_cycle_only_when_it_was_measured() -> None:
 
 def test_the_attempts_label_is_capped() -> None:
     assert [attempts_label(n) for n in (1, 9, 10, 250)] == ["1", "9", "10+", "10+"]
+
+
+def test_rejections_count_each_plugin_of_an_unschedulable_attempt() -> None:
+    metrics = SchedulerMetrics()
+    metrics.rejected(frozenset({"NodeResourcesFit", "TaintToleration"}), "p")
+    metrics.rejected(frozenset({"NodeResourcesFit"}), "p")
+    metrics.rejected(frozenset(), "p")
+    name = "splitsched_scheduler_plugin_rejections_total"
+    assert sample(metrics, name, plugin="NodeResourcesFit", profile="p") == 2
+    assert sample(metrics, name, plugin="TaintToleration", profile="p") == 1
+
+
+def sli_exemplars(metrics: SchedulerMetrics) -> dict[str, set[str]]:
+    """Per latency histogram, the trace ids on its exemplars (in OpenMetrics)."""
+    out: dict[str, set[str]] = {}
+    for metric in metrics.registry.collect():
+        for s in metric.samples:
+            if s.exemplar is not None:
+                out.setdefault(metric.name, set()).add(s.exemplar.labels["trace_id"])
+    return out
+
+
+def test_a_bound_pods_latencies_carry_its_sampled_attempts_trace_id() -> None:
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    state = new_state(FakeClock(100.0))
+    pod = models.Pod(uid="u", namespace="ns", name="a", creation_timestamp=95.0)
+    state.records["u"] = PodRecord(pod=pod, scheduling_attempts=1, first_seen=90.0, queued_at=90.0)
+    asked: list[tuple[str, str]] = []
+
+    def trace_id_of(uid: str, decision_id: str) -> str:
+        asked.append((uid, decision_id))
+        return trace_id if decision_id == "d-1" else ""  # d-2's attempt was not sampled
+
+    metrics = SchedulerMetrics()
+    observe = metrics.decision_listener(state, trace_id_of)
+    bound = event("BOUND")
+    observe(DecisionEvent(EventKind.BOUND, pod, "n1", "", "d-1", 0.0))
+    assert asked == [("u", "d-1")]
+    assert sli_exemplars(metrics) == {
+        "scheduler_pod_scheduling_sli_duration_seconds": {trace_id},
+        "splitsched_pod_creation_to_bound_seconds": {trace_id},
+    }
+    unsampled = SchedulerMetrics()
+    unsampled.decision_listener(state, trace_id_of)(replace(bound, decision_id="d-2"))
+    assert sli_exemplars(unsampled) == {}

@@ -171,6 +171,15 @@ def test_resync_keeps_decisions_in_flight_assumed(state: SchedulerState) -> None
     assert state.on_outcome(decision_id=d.decision_id, result=Outcome.BOUND)
 
 
+def test_an_unschedulable_outcome_names_the_plugins_that_rejected_the_pod(
+    state: SchedulerState,
+) -> None:
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", pod("huge", cpu=5000))
+    [out] = state.schedule_one()  # type: ignore[misc]
+    assert isinstance(out, Unschedulable) and out.plugins == {"NodeResourcesFit"}
+
+
 def test_preemption_holds_the_room_then_binds_when_victims_are_gone(state: SchedulerState) -> None:
     state.apply_node("ADDED", node("n1"))
     low = replace(pod("low", cpu=800), node_name="n1", priority=1, scheduler_name="other")

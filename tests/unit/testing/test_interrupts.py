@@ -14,7 +14,7 @@ COMMAND = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    from splitsched.testing.interrupts import stop_like_ctrl_c
+    from splitsched.launch.interrupts import stop_like_ctrl_c
 
     marker = Path(sys.argv[1])
     if sys.argv[2] == "install":

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from splitsched.testing import certs
+from splitsched.launch import certs
 from splitsched.testing.stack import Service, Stack
 
 
@@ -31,7 +31,7 @@ def _flag(svc: Service, flag: str) -> str:
 def test_one_scheduler_binders_dial_it_directly(tmp_path: Path) -> None:
     s = _stack(tmp_path, binder_args=["--x"], tls=False)
     watcher = s._watcher()
-    assert watcher.argv[1:4] == ["-m", "splitsched.testing.orphanguard", "services.watcher"]
+    assert watcher.argv[1:4] == ["-m", "splitsched.launch.orphanguard", "services.watcher"]
     assert _flag(watcher, "--kubeconfig") == str(tmp_path / "watcher.kubeconfig")
     assert _flag(watcher, "--listen") == watcher.grpc_target
     binder = s._binder(0, [23456])

@@ -15,7 +15,7 @@ from splitsched.runtime.config import ConfigError
 
 def test_defaults() -> None:
     s = WatcherSettings.load([], environ={})
-    assert s.common.kubeconfig is None
+    assert s.common.kubeconfig is None and s.common.kube_context is None
     assert (s.ring_size, s.page_size, s.watch_timeout) == (100_000, 500, 300)
     assert s.scheduler_names == () and s.pdbs
     assert (s.common.serving.listen, s.common.serving.http_listen) == (
@@ -55,9 +55,17 @@ def test_settings_are_frozen() -> None:
         (["--listen", "50051"], "--listen '50051': expected host:port"),
         (["--http-listen", "x:y"], "--http-listen 'x:y': expected host:port"),
         (["--tls-ca", "ca.crt"], "--tls-ca / --tls-client-auth need --tls-cert and --tls-key"),
+        (["--context", "kind"], "--context needs --kubeconfig (the in-cluster config has none)"),
     ],
 )
 def test_unusable_values_name_the_flag(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as err:
         WatcherSettings.load(argv, environ={})
     assert str(err.value) == message
+
+
+def test_a_context_picks_one_of_the_kubeconfig_s_contexts() -> None:
+    s = WatcherSettings.load(
+        ["--kubeconfig", "k.yaml"], environ={"SPLITSCHED_WATCHER_CONTEXT": "b"}
+    )
+    assert (s.common.kubeconfig, s.common.kube_context) == ("k.yaml", "b")

@@ -1,11 +1,11 @@
 """Certificates made with `cryptography`: a CA and leaf certificates for 127.0.0.1 and
 localhost, written as PEM files.
 
-`write_stack_certs` writes the layout `splitsched.testing.stack.Stack` reads (it calls it
-at start unless given a dir or `tls=False`): `ca.crt` and `<component>.crt/.key` whose
-common name is `splitsched-<component>`, plus an `ops` client for the CLI and the tests.
-The TLS tests (tests/unit/runtime/test_tls.py, tests/service/runtime/test_grpc_tls.py)
-use `make_ca` and `issue` through tests/support/certs.py.
+`write_stack_certs` writes the layout the local services read (`processes.tls_args`):
+`ca.crt` and `<component>.crt/.key` whose common name is `splitsched-<component>`, plus
+an `ops` client for the CLI. `splitsched up` and the test stack
+(`splitsched.testing.stack.Stack`) call it at start; the TLS tests use `make_ca` and
+`issue` through tests/support/certs.py.
 """
 
 from __future__ import annotations
@@ -55,9 +55,13 @@ def _name(common_name: str) -> x509.Name:
 
 
 def make_ca(
-    directory: Path, *, name: str = "ca", common_name: str = "splitsched test CA"
+    directory: Path,
+    *,
+    name: str = "ca",
+    common_name: str = "splitsched test CA",
+    days: int = 1,
 ) -> Issued:
-    """A self-signed CA valid for a day, written as `<name>.crt` / `<name>.key`."""
+    """A self-signed CA valid for `days`, written as `<name>.crt` / `<name>.key`."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     cert = (
@@ -67,7 +71,7 @@ def make_ca(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -97,9 +101,10 @@ def issue(
     dns_names: tuple[str, ...] = ("localhost",),
     ips: tuple[str, ...] = ("127.0.0.1",),
     uris: tuple[str, ...] = (),
+    days: int = 1,
 ) -> Issued:
-    """A leaf certificate signed by `ca`, good for both server and client auth, with the
-    given SANs (by default localhost and 127.0.0.1)."""
+    """A leaf certificate signed by `ca`, valid for `days`, good for both server and
+    client auth, with the given SANs (by default localhost and 127.0.0.1)."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC)
     sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
@@ -112,7 +117,7 @@ def issue(
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=days))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.ExtendedKeyUsage(
@@ -126,14 +131,16 @@ def issue(
     return _write(directory, name, key, builder.sign(ca.key, hashes.SHA256()))
 
 
-def write_stack_certs(directory: Path) -> dict[str, Issued]:
+def write_stack_certs(
+    directory: Path, *, common_name: str = "splitsched test CA", days: int = 1
+) -> dict[str, Issued]:
     """`ca.crt` and, for each of STACK_COMPONENTS, `<c>.crt`/`<c>.key` with common name
-    `splitsched-<c>` (the layout `Stack(tls=directory)` expects); returns them by name,
-    the CA under "ca"."""
-    ca = make_ca(directory)
+    `splitsched-<c>` (the layout `processes.tls_args` expects), all valid for `days`;
+    returns them by name, the CA under "ca"."""
+    ca = make_ca(directory, common_name=common_name, days=days)
     issued = {"ca": ca}
     for component in STACK_COMPONENTS:
         issued[component] = issue(
-            ca, directory, name=component, common_name=f"splitsched-{component}"
+            ca, directory, name=component, common_name=f"splitsched-{component}", days=days
         )
     return issued
