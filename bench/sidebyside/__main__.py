@@ -12,12 +12,12 @@ import datetime as dt
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from bench.sidebyside import contenders, report, runner, workloads
-from splitsched.launch.interrupts import stop_like_ctrl_c
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -70,11 +70,29 @@ def replot(path: Path) -> int:
     return 0
 
 
+async def _until_stopped(bench: runner.Bench) -> list[runner.RunResult]:
+    """The bench, cancelled by SIGTERM as asyncio.run cancels it on Ctrl-C, so its
+    clean-up (contenders, control plane, temp dir) runs either way. (A KeyboardInterrupt
+    raised from a plain signal handler would escape the loop and skip it.)"""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await bench.run()
+
+
+def _run_bench(bench: runner.Bench) -> list[runner.RunResult] | None:
+    """The bench's results; None when Ctrl-C or SIGTERM stopped it (after its clean-up)."""
+    try:
+        return asyncio.run(_until_stopped(bench))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("interrupted: the contenders and the control plane were stopped", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.replot:
         return replot(args.replot)
-    stop_like_ctrl_c()  # SIGTERM stops the contenders and the control plane as Ctrl-C does
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     # Creating nodes from 16 threads overflows the client's pool of 10: harmless, noisy.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
@@ -101,7 +119,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     load_before = os.getloadavg()
     bench = runner.Bench(options, progress=lambda line: print(line, flush=True))
-    results = asyncio.run(bench.run())
+    results = _run_bench(bench)
+    if results is None:
+        return 130
     print()
     print(report.table(results))
     if options.repeat > 1:
