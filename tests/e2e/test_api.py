@@ -38,6 +38,7 @@ RPCS = {
     "Simulate",
     "ListNodes",
     "WatchDecisions",
+    "GetPodTrace",
 }
 
 
