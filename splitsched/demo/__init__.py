@@ -1,7 +1,8 @@
 """`make demo`: splitsched scheduling real pods, start to finish.
 
 Starts the local control plane (etcd, kube-apiserver, kwok), 50 kwok nodes of mixed sizes
-(some tainted for GPUs, labelled by zone), the three services with 2 binders, and 1,000
+(some tainted for GPUs, labelled by zone), then `splitsched up` with 2 binders against it,
+as a user runs it on their own cluster (`splitsched.demo.upprocess`), and 1,000
 pods of mixed shapes with `schedulerName: splitsched` in the namespace `shop` (and one
 more held by a scheduling gate: docs/api.md's examples name these pods); shows progress
 while they bind, then a summary: bound and pending counts, pods per node,
@@ -9,9 +10,9 @@ creation-to-bound latency, how the binders shared the work, and why the unfit an
 gated pods wait (from the Scheduler API).
 Stops everything it started on exit, Ctrl-C or SIGTERM.
 
-The services talk mutual TLS with trusted clients, as the Helm chart installs them: the
-demo makes a CA and one certificate per component (and an `ops` one for you and the CLI)
-at start; `--insecure` runs them plaintext, for debugging only.
+The services talk mutual TLS with trusted clients, as the Helm chart installs them: `up`
+makes a CA and one certificate per component (and an `ops` one for you and the CLI) at
+start; `--insecure` runs them plaintext, for debugging only.
 
 `--offline` runs the pure core on examples/sample-cluster.yaml instead: no processes.
 """

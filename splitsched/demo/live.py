@@ -1,7 +1,8 @@
-"""``python -m splitsched.demo``: the live run. Starts the local control plane, the demo's
-nodes and the three services, creates the demo's pods while a watch records when each is
-bound, then prints the summary; stops everything it started on exit, Ctrl-C or SIGTERM
-(`splitsched.testing.interrupts`).
+"""``python -m splitsched.demo``: the live run, the path a user takes. Starts the local
+control plane and the demo's nodes, then `splitsched up` against it (as a ServiceAccount
+with exactly the rights `up` checks for: `splitsched.demo.upprocess`), creates the demo's
+pods while a watch records when each is bound, then prints the summary; stops everything
+it started on exit, Ctrl-C or SIGTERM (`splitsched.launch.interrupts`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +20,9 @@ from kubernetes import client, watch
 
 from splitsched.demo import workload
 from splitsched.demo.offline import REPO
-from splitsched.testing import controlplane, kube, stack
+from splitsched.demo.upprocess import UpProcess
+from splitsched.launch import processes
+from splitsched.testing import controlplane, kube
 from splitsched.testing.manifests import Manifest
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -32,7 +36,7 @@ BIND_BUDGET_SECONDS = 300
 def run_live(*, keep: bool, tls: bool = True) -> int:
     cp = controlplane.ControlPlane(STATE_DIR)
     print("starting the local control plane (etcd, kube-apiserver, kwok)...", flush=True)
-    running: stack.Stack | None = None
+    running: UpProcess | None = None
     try:
         cp.up()
         api = kube.api_client_from_kubeconfig(cp.kubeconfig_path)
@@ -90,37 +94,25 @@ def _create_namespace(api: client.ApiClient) -> str:
     return workload.NAMESPACE
 
 
-def _print_try_it(running: stack.Stack, cp: controlplane.ControlPlane, namespace: str) -> None:
+def _print_try_it(running: UpProcess, cp: controlplane.ControlPlane, namespace: str) -> None:
     """The commands that reach what runs: the CLI as the ``ops`` identity (with TLS), in a
     shell where docs/api.md's examples then run as written."""
-    env = {"SPLITSCHED_SERVER": running.scheduler.grpc_target, **running.cli_env()}
+    env = running.cli_env()
     print("\ntry it yourself (docs/api.md's examples run as written in a shell with these):")
     print("  export " + " ".join(f"{k}={v}" for k, v in env.items()))
     print(f"  export KUBECONFIG={cp.kubeconfig_path}")
     print(f"  splitsched pods --pending; kubectl -n {namespace} get pods")
 
 
-def _start_services(api: client.ApiClient, *, tls: bool) -> stack.Stack:
-    """Watcher, scheduler and 2 binders, each with its least-privilege ServiceAccount and,
-    with ``tls``, its own certificate (mutual TLS, trusted clients)."""
-    sa_ns = kube.create_namespace(api, prefix="splitsched-system")
-    workdir = STATE_DIR / "services"
-    configs = stack.component_kubeconfigs(api, namespace=sa_ns, directory=workdir)
-    running = stack.Stack(
-        workdir=workdir,
-        watcher_kubeconfig=configs["watcher"],
-        binder_kubeconfig=configs["binder"],
-        binders=2,
-        tls=tls,
-        scheduler_port=SCHEDULER_PORT,
-        # `splitsched trace POD` with tracing off too (docs/api.md's examples).
-        scheduler_args=["--trace-store-pods", "2000"],
-    )
-    print("starting watcher, scheduler and 2 binders...", flush=True)
-    running.start(timeout=90)
-    print(f"  scheduler API at {running.scheduler.grpc_target} (logs in {workdir})", flush=True)
-    if running.tls_dir is not None:
-        print(f"  mutual TLS; certificates in {running.tls_dir} (yours: ops.crt, ops.key)\n")
+def _start_services(api: client.ApiClient, *, tls: bool) -> UpProcess:
+    """`splitsched up` with 2 binders, as a user runs it: as a ServiceAccount holding
+    exactly the rights it checks for, every hop mutual TLS (unless ``tls`` is off)."""
+    listen = f"127.0.0.1:{processes.free_port(preferred=SCHEDULER_PORT)}"
+    print("starting `splitsched up` (watcher, scheduler, 2 binders)...", flush=True)
+    running = UpProcess.start(api, state_dir=STATE_DIR, listen=listen, binders=2, tls=tls)
+    print(f"  scheduler API at {listen} (`up`'s output: {running.log_path})", flush=True)
+    if tls:
+        print(f"  mutual TLS; certificates in {running.layout.tls_dir} (yours: ops.crt)\n")
     else:
         print("  --insecure: plaintext, any local process may bind and evict\n", flush=True)
     return running
@@ -218,7 +210,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def _print_summary(
-    running: stack.Stack, bound: BoundPods, created: dict[str, float], elapsed: float, *, pods: int
+    running: UpProcess, bound: BoundPods, created: dict[str, float], elapsed: float, *, pods: int
 ) -> None:
     """Bound and pending counts, creation-to-bound latency, pods per node, and how many
     bindings each binder made (from its /metrics)."""
@@ -235,11 +227,11 @@ def _print_summary(
     for name in sorted(per_node):
         print(f"  {name:<18} {per_node[name]:4d} {'#' * (per_node[name] // 2)}")
     print("\nhow the binders shared the work:")
-    for svc in running.binder_services:
-        found = re.findall(
-            r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', svc.metrics()
-        )
-        print(f"  {svc.name}: {int(float(found[0])) if found else 0} bindings")
+    for name, url in sorted(running.binder_urls.items()):
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+        found = re.findall(r'splitsched_binder_outcomes_total\{result="BOUND"\} (\S+)', text)
+        print(f"  {name}: {int(float(found[0])) if found else 0} bindings")
 
 
 def _one_of_each_kind(names: set[str]) -> list[str]:
@@ -250,7 +242,7 @@ def _one_of_each_kind(names: set[str]) -> list[str]:
     return list(first.values())
 
 
-def _print_pending(running: stack.Stack, namespace: str, names: Sequence[str]) -> None:
+def _print_pending(running: UpProcess, namespace: str, names: Sequence[str]) -> None:
     """The scheduler's own words (Scheduler.GetPod) for ``names``: why each waits."""
     print("\nwhy these pods are pending (Scheduler.GetPod):")
     with running.channel() as channel:

@@ -142,6 +142,7 @@ def _serve(opts: plan.Options, *, context: str) -> int:
     stop_like_ctrl_c()  # from here on SIGTERM, too, runs the clean-up below
     _check_listen(opts.listen)
     layout = plan.Layout(opts.state_dir)
+    layout.services_file.unlink(missing_ok=True)  # a crashed run's: never read as this one's
     if opts.tls:
         certs.write_stack_certs(layout.tls_dir, common_name="splitsched up CA", days=CERT_DAYS)
     services = plan.services(opts)
@@ -158,6 +159,7 @@ def _serve(opts: plan.Options, *, context: str) -> int:
             return EXIT_UNAVAILABLE
         ready = True
         layout.cli_env.write_text(plan.cli_env_file(opts))
+        layout.services_file.write_text(plan.services_json(services))
         print(f"  ready in {time.monotonic() - started:.1f}s\n")
         print(hints.ready(opts, services, context=context), flush=True)
         return _watch(services)
@@ -165,6 +167,7 @@ def _serve(opts: plan.Options, *, context: str) -> int:
         return EXIT_OK if ready else EXIT_INTERRUPTED
     finally:
         _say("stopping the scheduler, the binders and the watcher...")
+        layout.services_file.unlink(missing_ok=True)
         processes.stop(services)
         _say("stopped")
 

@@ -6,9 +6,10 @@ scheduler with none, every hop mutual TLS unless `--insecure`.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,12 @@ class Layout:
     @property
     def lock(self) -> Path:
         return self.state_dir / "lock"
+
+    @property
+    def services_file(self) -> Path:
+        """Each running service's name and loopback addresses (JSON), written once all
+        are ready, for tools (the demo reads the binders' /metrics from it)."""
+        return self.state_dir / "services.json"
 
 
 def dial_address(listen: str) -> str:
@@ -128,3 +135,11 @@ def services(opts: Options, *, free_port: Callable[[], int] = processes.free_por
         scheduler_args += ["--profiles", str(opts.profiles)]
     scheduler = service("scheduler", "services.scheduler", scheduler_args, listen=opts.listen)
     return [watcher, *binders, scheduler]
+
+
+def services_json(services: Sequence[Service]) -> str:
+    """`Layout.services_file`'s text: name, gRPC target and HTTP URL per service."""
+    return json.dumps(
+        [{"name": s.name, "grpc": s.grpc_target, "http": s.http_url} for s in services],
+        indent=2,
+    )

@@ -6,6 +6,7 @@ everywhere they matter, and the CLI's settings."""
 from __future__ import annotations
 
 import itertools
+import json
 import shlex
 from pathlib import Path
 
@@ -118,3 +119,18 @@ def test_the_default_state_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_
     assert plan.default_state_dir() == tmp_path / "splitsched" / "up"
     monkeypatch.delenv("XDG_STATE_HOME")
     assert plan.default_state_dir() == Path.home() / ".local" / "state" / "splitsched" / "up"
+
+
+def test_services_json_names_each_service_and_its_loopback_addresses(tmp_path: Path) -> None:
+    """What tools (the demo) read to reach each service's /metrics once `up` is ready."""
+    services = list(_services(_options(tmp_path, binders=2)).values())
+    listed = json.loads(plan.services_json(services))
+    assert [s["name"] for s in listed] == ["watcher", "binder-0", "binder-1", "scheduler"]
+    by_name = {s["name"]: s for s in listed}
+    binder = _services(_options(tmp_path, binders=2))["binder-1"]
+    assert by_name["binder-1"] == {
+        "name": "binder-1",
+        "grpc": binder.grpc_target,
+        "http": binder.http_url,
+    }
+    assert plan.Layout(tmp_path).services_file == tmp_path / "services.json"
