@@ -31,6 +31,7 @@ from splitsched.core.observer import NO_OBSERVER, CycleObserver
 from splitsched.core.results import (
     INVALID_POD,
     NO_NODES,
+    NO_NODES_MESSAGE,
     NO_PROFILE,
     BindInfo,
     Explanation,
@@ -95,6 +96,7 @@ class FrameworkAlgorithm:
         summary = format_summary(n, counts)
         if n == 0 or plugin in (INVALID_POD, NO_PROFILE):
             summary = f"{summary[:-1]}: {'; '.join(reasons)}." if n == 0 else summary
+        summary = NO_NODES_MESSAGE if plugin == NO_NODES else summary  # kube's, word for word
         return WaitInfo(
             summary=summary,
             reason_counts=counts,

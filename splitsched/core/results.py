@@ -18,6 +18,8 @@ from splitsched.core.nodetable import FloatArray, IntArray
 NO_PROFILE = "SchedulerProfile"
 INVALID_POD = "PodValidation"
 NO_NODES = "NoNodes"
+#: kube-scheduler's words when the cluster has no node (schedule_one.go ErrNoNodesAvailable).
+NO_NODES_MESSAGE = "no nodes available to schedule pods"
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,7 +133,8 @@ def test_unknown_profile_and_invalid_pod_wait_with_a_reason() -> None:
 def test_no_nodes_means_wait() -> None:
     result = make([]).schedule(pod("p"))
     assert result.wait is not None
-    assert result.wait.summary.startswith("0/0 nodes are available")
+    # kube-scheduler's ErrNoNodesAvailable (it was "0/0 nodes are available: ." here)
+    assert result.wait.summary == "no nodes available to schedule pods"
 
 
 def test_suggested_nodes_restrict_the_choice() -> None:
