@@ -380,19 +380,28 @@ if selected_has kwok; then
   fi
 fi
 if selected_has helm; then
-  require_go  # once, here: helm_kube_minor runs in a subshell
-  helm_minor="$(helm_kube_minor)"
-  if ! want helm "${HELM_VERSION}" && ! helm_kube_version_is "${helm_minor}"; then
-    log "the cached helm renders for another Kubernetes version (an older build of this script); rebuilding"
-    rm -f "$(bin_path helm "${HELM_VERSION}")"
-  fi
-  if want helm "${HELM_VERSION}"; then
-    # go install leaves helm's version at its major.minor ("v3.22") and its Kubernetes
-    # version at v1.20: stamp both, as helm's own Makefile does.
-    build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
-      "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ldflags "${helm_minor}")"
+  # A stamp next to a verified build records the Kubernetes minor it renders for, so a
+  # warm cache needs neither Go nor the module proxy to reuse it.
+  helm_stamp="$(dirname "$(bin_path helm "${HELM_VERSION}")")/.kube-minor-verified"
+  if [[ -f ${helm_stamp} ]] && ! want helm "${HELM_VERSION}"; then
+    log "helm ${HELM_VERSION} renders for Kubernetes 1.$(cat "${helm_stamp}") (checked when first reused or built; remove the stamp to check again)"
+  else
+    rm -f "${helm_stamp}"
+    require_go  # once, here: helm_kube_minor runs in a subshell
+    helm_minor="$(helm_kube_minor)"
+    if ! want helm "${HELM_VERSION}" && ! helm_kube_version_is "${helm_minor}"; then
+      log "the cached helm renders for another Kubernetes version (an older build of this script); rebuilding"
+      rm -f "$(bin_path helm "${HELM_VERSION}")"
+    fi
+    if want helm "${HELM_VERSION}"; then
+      # go install leaves helm's version at its major.minor ("v3.22") and its Kubernetes
+      # version at v1.20: stamp both, as helm's own Makefile does.
+      build_go_install helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
+        "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v3/internal/version.gitTreeState=clean $(helm_kube_ldflags "${helm_minor}")"
+    fi
     helm_kube_version_is "${helm_minor}" \
       || die "helm ${HELM_VERSION} was built but still renders for another Kubernetes version than 1.${helm_minor}"
+    printf '%s\n' "${helm_minor}" >"${helm_stamp}"
   fi
 fi
 log "done in $((SECONDS - total_start))s; binaries under ${bin_root}"
