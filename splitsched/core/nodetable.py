@@ -20,7 +20,13 @@ import numpy as np
 import numpy.typing as npt
 
 from splitsched.core import models
-from splitsched.core.podindex import AffinityTermKey, PodGroup, PodGroupKey, PodIndex
+from splitsched.core.podindex import (
+    AffinityTermKey,
+    LabelPair,
+    PodGroup,
+    PodGroupKey,
+    PodIndex,
+)
 from splitsched.core.storageview import StorageView
 
 BoolArray = npt.NDArray[np.bool_]
@@ -288,7 +294,7 @@ class NodeTable:
         self._nonzero[row, 1] += vecs.nonzero_memory
         self.pods[row][pod.uid] = pod
         self._touch(row)
-        self._pod_index.count(node_name, pod, 1)
+        self._pod_index.count(node_name, pod, 1, row=row)
         if pod.volumes:
             self.storage.count_pod(node_name, pod, 1)
         ports = self.used_ports[row]
@@ -306,7 +312,7 @@ class NodeTable:
         if pod is None:
             return None
         self._touch(row)
-        self._pod_index.count(node_name, pod, -1)
+        self._pod_index.count(node_name, pod, -1, row=row)
         if pod.volumes:
             self.storage.count_pod(node_name, pod, -1)
         vecs = self.pod_vectors(pod)
@@ -333,9 +339,18 @@ class NodeTable:
     def affinity_terms(self) -> dict[str, dict[AffinityTermKey, dict[str, int]]]:
         return self._pod_index.affinity_terms
 
-    def pod_counts_by_row(self, match: Callable[[PodGroup], bool]) -> IntArray:
-        """Per row, how many assigned pods of the groups `match` accepts run there."""
-        return self._pod_index.counts_by_row(match, self.row_of, self.n)
+    def pod_counts_by_row(
+        self, match: Callable[[PodGroup], bool], *, required: LabelPair | None = None
+    ) -> IntArray:
+        """Per row, how many assigned pods of the groups `match` accepts run there;
+        `required`, a label every accepted group carries, narrows the search."""
+        return self._pod_index.counts_by_row(
+            match, self.row_of, self.n, layout=self.spec_version, required=required
+        )
+
+    def anti_affinity_candidates(self, labels: Mapping[str, str]) -> list[AffinityTermKey]:
+        """The assigned pods' required anti-affinity terms a pod with `labels` may match."""
+        return self._pod_index.anti_affinity_candidates(labels)
 
     # ---- memoised indexes over node specs -------------------------------------------
     def _memo_get(self, key: tuple[object, ...]) -> object | None:

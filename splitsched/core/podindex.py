@@ -10,14 +10,17 @@ because rows move when a node is removed). The plugins read `NodeTable.pod_group
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from splitsched.core import models
 
+K = TypeVar("K")
+V = TypeVar("V")
 PodGroupKey = tuple[str, frozenset[tuple[str, str]], bool, str]
 """(namespace, labels, deleting, controller owner uid): what a spread/affinity selector sees."""
 AffinityTermKey = tuple[int, str, tuple[tuple[str, str], ...], models.PodAffinityTerm]
@@ -34,15 +37,48 @@ AFFINITY_TERM_KINDS = (
 )
 
 
+#: Groups on at least this many nodes keep a dense per-row count vector.
+DENSE_GROUP_NODES = 32
+
+
 @dataclass(slots=True)
 class PodGroup:
-    """Assigned pods that look alike to a selector, counted per node name."""
+    """Assigned pods that look alike to a selector, counted per node name. A group on many
+    nodes (a Deployment's pods over thousands of nodes) also keeps its counts as one
+    vector per row, for one row layout, updated in place as its pods come and go, so a
+    selector that matches it costs one vector add."""
 
     namespace: str
     labels: Mapping[str, str]
     deleting: bool
     owner: str
     on_node: dict[str, int]
+    dense: tuple[int, npt.NDArray[np.int64]] | None = field(default=None, repr=False, compare=False)
+
+    def add_to(self, out: npt.NDArray[np.int64], row_of: Mapping[str, int], layout: int) -> None:
+        """Add this group's pod count per row (row layout numbered `layout`) into `out`."""
+        on_node = self.on_node
+        if len(on_node) < DENSE_GROUP_NODES:
+            for name, count in on_node.items():
+                out[row_of[name]] += count
+            return
+        cached = self.dense
+        if cached is None or cached[0] != layout or len(cached[1]) != len(out):
+            vector = np.zeros(len(out), dtype=np.int64)
+            for name, count in on_node.items():
+                vector[row_of[name]] = count
+            cached = self.dense = (layout, vector)
+        out += cached[1]
+
+    def moved(self, row: int | None, delta: int) -> None:
+        """Keep the dense vector in step: `delta` pods on `row` (None: unknown, rebuild)."""
+        cached = self.dense
+        if cached is None:
+            return
+        if row is None or row >= len(cached[1]):
+            self.dense = None
+        else:
+            cached[1][row] += delta
 
 
 def with_label_keys(
@@ -72,6 +108,23 @@ def with_label_keys(
     )
 
 
+LabelPair = tuple[str, str]
+
+
+def required_pair(selector: models.LabelSelector | None) -> LabelPair | None:
+    """A label every pod the selector matches must carry (its first matchLabels entry, or
+    an `In` with one value), so a lookup can skip every group without it; None when the
+    selector names no such label (it is then checked against every group)."""
+    if selector is None:
+        return None
+    if selector.match_labels:
+        return selector.match_labels[0]
+    for req in selector.match_expressions:
+        if req.operator == "In" and len(req.values) == 1:
+            return (req.key, req.values[0])
+    return None
+
+
 def owner_key(pod: models.Pod) -> str:
     """The pod's owner identity as PodGroup.owner holds it ("" when the pod has no owner)."""
     if pod.owner is None:
@@ -85,6 +138,14 @@ def _bump(counts: dict[str, int], key: str, delta: int) -> None:
         counts[key] = left
     else:
         counts.pop(key, None)
+
+
+def _discard(index: dict[K, set[V]], key: K, value: V) -> None:
+    members = index.get(key)
+    if members is not None:
+        members.discard(value)
+        if not members:
+            del index[key]
 
 
 def _affinity_terms_of(pod: models.Pod) -> list[tuple[str, int, models.PodAffinityTerm]]:
@@ -108,42 +169,85 @@ class PodIndex:
         self.affinity_terms: dict[str, dict[AffinityTermKey, dict[str, int]]] = {
             kind: {} for kind in AFFINITY_TERM_KINDS
         }
+        # Lookups by label, so a selector with a required label visits only the groups
+        # (and an incoming pod only the existing anti-affinity terms) that can match.
+        self._groups_by_pair: dict[LabelPair, set[PodGroupKey]] = {}
+        self._anti_by_pair: dict[LabelPair | None, set[AffinityTermKey]] = {}
 
-    def count(self, node_name: str, pod: models.Pod, delta: int) -> None:
-        """Count the pod on the node (delta 1) or stop counting it there (delta -1)."""
+    def count(self, node_name: str, pod: models.Pod, delta: int, *, row: int | None = None) -> None:
+        """Count the pod on the node (delta 1) or stop counting it there (delta -1); `row`
+        is the node's row in the current layout, when known."""
         owner = owner_key(pod)
         gkey: PodGroupKey = (pod.namespace, frozenset(pod.labels.items()), pod.deleting, owner)
         group = self.groups.get(gkey)
         if group is None:
             group = PodGroup(pod.namespace, dict(pod.labels), pod.deleting, owner, {})
             self.groups[gkey] = group
+            for pair in gkey[1]:
+                self._groups_by_pair.setdefault(pair, set()).add(gkey)
         _bump(group.on_node, node_name, delta)
+        group.moved(row, delta)
         if not group.on_node:
             del self.groups[gkey]
+            for pair in gkey[1]:
+                _discard(self._groups_by_pair, pair, gkey)
         for kind, weight, term in _affinity_terms_of(pod):
-            keys = (*term.match_label_keys, *term.mismatch_label_keys)
-            own = tuple((k, pod.labels[k]) for k in keys if k in pod.labels)
-            tkey: AffinityTermKey = (weight, pod.namespace, own, term)
-            per_node = self.affinity_terms[kind].setdefault(tkey, {})
-            _bump(per_node, node_name, delta)
-            if not per_node:
-                del self.affinity_terms[kind][tkey]
+            self._count_term(kind, weight, term, pod, node_name, delta)
+
+    def _count_term(
+        self,
+        kind: str,
+        weight: int,
+        term: models.PodAffinityTerm,
+        pod: models.Pod,
+        node_name: str,
+        delta: int,
+    ) -> None:
+        keys = (*term.match_label_keys, *term.mismatch_label_keys)
+        own = tuple((k, pod.labels[k]) for k in keys if k in pod.labels)
+        tkey: AffinityTermKey = (weight, pod.namespace, own, term)
+        terms = self.affinity_terms[kind]
+        per_node = terms.get(tkey)
+        if per_node is None:
+            per_node = terms[tkey] = {}
+            if kind == REQUIRED_ANTI_AFFINITY:
+                anti_pair = required_pair(term.label_selector)
+                self._anti_by_pair.setdefault(anti_pair, set()).add(tkey)
+        _bump(per_node, node_name, delta)
+        if not per_node:
+            del terms[tkey]
+            if kind == REQUIRED_ANTI_AFFINITY:
+                _discard(self._anti_by_pair, required_pair(term.label_selector), tkey)
+
+    def anti_affinity_candidates(self, labels: Mapping[str, str]) -> list[AffinityTermKey]:
+        """The existing required anti-affinity terms a pod with these labels may match
+        (every one that can; some may still not, by namespace or other requirements)."""
+        by_pair = self._anti_by_pair
+        out = list(by_pair.get(None, ()))
+        for pair in labels.items():
+            out.extend(by_pair.get(pair, ()))
+        return out
 
     def counts_by_row(
-        self, match: Callable[[PodGroup], bool], row_of: Mapping[str, int], n: int
+        self,
+        match: Callable[[PodGroup], bool],
+        row_of: Mapping[str, int],
+        n: int,
+        *,
+        layout: int,
+        required: LabelPair | None = None,
     ) -> npt.NDArray[np.int64]:
         """Per row of a table of `n` rows, how many pods of the groups `match` accepts run
-        there."""
+        there; `layout` numbers the row layout `row_of` describes (it changes whenever a
+        row may have moved), and `required` (see `required_pair`) is a label every
+        accepted group carries."""
         out = np.zeros(n, dtype=np.int64)
-        for group in self.groups.values():
-            if not match(group):
-                continue
-            on_node = group.on_node
-            if len(on_node) == 1:
-                for name, count in on_node.items():
-                    out[row_of[name]] += count
-                continue
-            size = len(on_node)
-            rows = np.fromiter((row_of[name] for name in on_node), dtype=np.int64, count=size)
-            out[rows] += np.fromiter(on_node.values(), dtype=np.int64, count=size)
+        groups: Iterable[PodGroup]
+        if required is None:
+            groups = self.groups.values()
+        else:
+            groups = [self.groups[k] for k in self._groups_by_pair.get(required, ())]
+        for group in groups:
+            if match(group):
+                group.add_to(out, row_of, layout)
         return out

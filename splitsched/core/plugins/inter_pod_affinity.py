@@ -33,7 +33,9 @@ from splitsched.core.podindex import (
     REQUIRED_AFFINITY,
     REQUIRED_ANTI_AFFINITY,
     AffinityTermKey,
+    LabelPair,
     PodGroup,
+    required_pair,
     with_label_keys,
 )
 
@@ -103,6 +105,15 @@ def resolve_term(
         namespace_selector=None if all_ns else ns_sel,
         topology_key=term.topology_key,
     )
+
+
+def _any_required_pair(terms: Sequence[Term]) -> LabelPair | None:
+    """A label every pod matching all `terms` carries (see `podindex.required_pair`)."""
+    for t in terms:
+        pair = required_pair(t.selector)
+        if pair is not None:
+            return pair
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,12 +242,13 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         n = table.n
         affinity_ok = np.ones(n, dtype=np.bool_)
         anti_ok = np.ones(n, dtype=np.bool_)
-        existing_ok = np.ones(n, dtype=np.bool_)
 
         if required:
             terms = [resolve_term(t, namespace=pod.namespace, labels=pod.labels) for t in required]
             # An existing pod counts only when it matches every required term.
-            counts = table.pod_counts_by_row(self._group_matcher(terms, table))
+            counts = table.pod_counts_by_row(
+                self._group_matcher(terms, table), required=_any_required_pair(terms)
+            )
             pods_exist = np.ones(n, dtype=np.bool_)
             total = 0
             for t in terms:
@@ -257,16 +269,25 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
 
         for raw in required_anti:
             t = resolve_term(raw, namespace=pod.namespace, labels=pod.labels)
-            counts = table.pod_counts_by_row(self._group_matcher([t], table))
+            counts = table.pod_counts_by_row(
+                self._group_matcher([t], table), required=required_pair(t.selector)
+            )
             ids, values = table.label_values(t.topology_key)
             has = ids >= 0
             per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
             anti_ok &= ~(has & (per_domain[np.maximum(ids, 0)] > 0))
 
-        # Existing pods' required anti-affinity terms that the incoming pod matches: their
-        # domains are closed to it.
+        existing_ok = self._existing_anti_ok(pod, table)
+        return _FilterState(affinity_ok, anti_ok, existing_ok, affinity_ok & anti_ok & existing_ok)
+
+    def _existing_anti_ok(self, pod: models.Pod, table: NodeTable) -> BoolArray:
+        """Where no existing pod's required anti-affinity term that the incoming pod
+        matches closes the node's domain to it."""
+        existing_anti = table.affinity_terms[REQUIRED_ANTI_AFFINITY]
+        existing_ok = np.ones(table.n, dtype=np.bool_)
         forbidden: dict[str, set[int]] = {}
-        for key, on_node in existing_anti.items():
+        for key in table.anti_affinity_candidates(pod.labels):
+            on_node = existing_anti[key]
             t = self._existing_term(key)
             if not self._pod_matches(t, pod, table):
                 continue
@@ -280,8 +301,7 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
             if closed:
                 ids, _ = table.label_values(topology_key)
                 existing_ok &= ~np.isin(ids, np.fromiter(closed, dtype=ids.dtype))
-
-        return _FilterState(affinity_ok, anti_ok, existing_ok, affinity_ok & anti_ok & existing_ok)
+        return existing_ok
 
     def failure_reasons(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
@@ -318,7 +338,9 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
         for sign, weighted in ((1, preferred), (-1, preferred_anti)):
             for wt in weighted:
                 t = resolve_term(wt.term, namespace=pod.namespace, labels=pod.labels)
-                counts = table.pod_counts_by_row(self._group_matcher([t], table))
+                counts = table.pod_counts_by_row(
+                    self._group_matcher([t], table), required=required_pair(t.selector)
+                )
                 scores.add_per_row(t.topology_key, counts, sign * wt.weight)
         self._score_existing_terms(pod, table, scores)
         # kube-scheduler skips scoring when no (topology key, value) pair was touched.

@@ -38,7 +38,7 @@ from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.plugins import masks
 from splitsched.core.plugins.node_affinity import node_matches_mask
 from splitsched.core.plugins.taint_toleration import tolerated_mask
-from splitsched.core.podindex import PodGroup, with_label_keys
+from splitsched.core.podindex import PodGroup, required_pair, with_label_keys
 
 REASON_CONSTRAINTS = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON_CONSTRAINTS + " (missing required label)"
@@ -245,7 +245,9 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                     and sel.matches(g.labels)
                 )
 
-        memo[key] = counts = table.pod_counts_by_row(match)
+        memo[key] = counts = table.pod_counts_by_row(
+            match, required=None if c.owner else required_pair(sel)
+        )
         return counts
 
     # ---- PreFilter / Filter ----------------------------------------------------------------

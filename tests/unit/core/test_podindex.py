@@ -4,15 +4,18 @@ node and kept exact as pods come and go."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from splitsched.core import models
+from splitsched.core import models, podindex
 from splitsched.core.podindex import (
     PREFERRED_ANTI_AFFINITY,
     REQUIRED_AFFINITY,
+    REQUIRED_ANTI_AFFINITY,
     PodIndex,
     owner_key,
+    required_pair,
     with_label_keys,
 )
 
@@ -72,9 +75,9 @@ def test_counts_by_row_follows_the_rows_of_the_node_names() -> None:
     for name, node in (("a", "n1"), ("b", "n2"), ("c", "n2"), ("d", "n3")):
         index.count(node, _pod(name, "web" if name != "d" else "db", owner="rs"), 1)
     row_of = {"n3": 0, "n2": 1, "n1": 2}
-    counts = index.counts_by_row(lambda g: g.labels["app"] == "web", row_of, 4)
+    counts = index.counts_by_row(lambda g: g.labels["app"] == "web", row_of, 4, layout=0)
     assert counts.tolist() == [0, 2, 1, 0]
-    assert index.counts_by_row(lambda g: False, row_of, 4).dtype == np.int64
+    assert index.counts_by_row(lambda g: False, row_of, 4, layout=0).dtype == np.int64
 
 
 def test_with_label_keys_and_owner_key() -> None:
@@ -115,3 +118,100 @@ def test_removing_what_was_added_leaves_what_a_fresh_index_holds(
         fresh.count(node, PODS[i], 1)
     assert index.groups == fresh.groups
     assert index.affinity_terms == fresh.affinity_terms
+
+
+# ---- lookups by a required label -----------------------------------------------------
+_LABELS = st.dictionaries(
+    st.sampled_from(["app", "tier", "anti"]), st.sampled_from(["a", "b", "c"]), max_size=3
+)
+_SELECTORS = st.one_of(
+    st.none(),
+    st.builds(
+        lambda pairs, exprs: models.LabelSelector(
+            match_labels=tuple(sorted(pairs.items())), match_expressions=tuple(exprs)
+        ),
+        _LABELS,
+        st.lists(
+            st.builds(
+                models.LabelSelectorRequirement,
+                st.sampled_from(["app", "tier", "anti"]),
+                st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
+                st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2).map(tuple),
+            ),
+            max_size=2,
+        ),
+    ),
+)
+
+
+def _anti_pod(
+    name: str, labels: dict[str, str], selector: models.LabelSelector | None
+) -> models.Pod:
+    term = models.PodAffinityTerm(label_selector=selector, topology_key="kubernetes.io/hostname")
+    return models.Pod(
+        uid=name,
+        namespace="default",
+        name=name,
+        labels=labels,
+        pod_anti_affinity=models.PodAffinity(required=(term,)),
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    existing=st.lists(st.tuples(_LABELS, _SELECTORS), min_size=1, max_size=8),
+    removed=st.integers(min_value=0, max_value=8),
+    incoming=_LABELS,
+    selector=_SELECTORS,
+)
+def test_lookups_by_required_label_miss_nothing_a_full_scan_finds(
+    existing: list[tuple[dict[str, str], models.LabelSelector | None]],
+    removed: int,
+    incoming: dict[str, str],
+    selector: models.LabelSelector | None,
+) -> None:
+    """The narrowed lookups (anti-affinity candidates, counts by a required label) find
+    every term and group a scan of all of them finds, also after pods leave."""
+    index = PodIndex()
+    pods = [_anti_pod(f"p{i}", labels, sel) for i, (labels, sel) in enumerate(existing)]
+    for i, pod in enumerate(pods):
+        index.count(f"n{i % 3}", pod, 1)
+    for pod in pods[:removed]:
+        index.count(f"n{pods.index(pod) % 3}", pod, -1)
+
+    candidates = set(index.anti_affinity_candidates(incoming))
+    for key in index.affinity_terms[REQUIRED_ANTI_AFFINITY]:
+        sel = key[3].label_selector
+        if sel is not None and sel.matches(incoming):
+            assert key in candidates
+
+    rows = {"n0": 0, "n1": 1, "n2": 2}
+    matches = (lambda g: selector.matches(g.labels)) if selector is not None else (lambda g: False)
+    full = index.counts_by_row(matches, rows, 3, layout=0)
+    narrowed = index.counts_by_row(matches, rows, 3, layout=0, required=required_pair(selector))
+    assert full.tolist() == narrowed.tolist()
+
+
+@pytest.mark.parametrize("dense_from", [1, 32])
+def test_cached_rows_follow_pods_and_row_layouts(
+    dense_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group's per-row vector follows its pods (by row, or rebuilt when the row is not
+    given) and is rebuilt when the rows move."""
+    monkeypatch.setattr(podindex, "DENSE_GROUP_NODES", dense_from)
+    index = PodIndex()
+    for i, node in enumerate(["n0", "n1", "n2", "n1"]):
+        index.count(node, _pod(f"p{i}", "web", owner="rs"), 1, row=int(node[1]))
+    web = lambda g: g.labels["app"] == "web"  # noqa: E731
+    rows = {"n0": 0, "n1": 1, "n2": 2}
+    assert index.counts_by_row(web, rows, 3, layout=0).tolist() == [1, 2, 1]
+    index.count("n1", _pod("p1", "web", owner="rs"), -1, row=1)
+    assert index.counts_by_row(web, rows, 3, layout=0).tolist() == [1, 1, 1]
+    index.count("n2", _pod("p5", "web", owner="rs"), 1)  # row unknown
+    assert index.counts_by_row(web, rows, 3, layout=0).tolist() == [1, 1, 2]
+    moved = {"n2": 0, "n1": 1, "n0": 2}  # n0 removed and re-added: rows moved
+    assert index.counts_by_row(web, moved, 3, layout=1).tolist() == [2, 1, 1]
+    index.count("n0", _pod("p4", "web", owner="rs"), 1, row=2)
+    assert index.counts_by_row(web, moved, 3, layout=1).tolist() == [2, 1, 2]
+    grown = {**moved, "n3": 3}
+    assert index.counts_by_row(web, grown, 4, layout=2).tolist() == [2, 1, 2, 0]
