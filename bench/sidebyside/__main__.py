@@ -22,6 +22,24 @@ from bench.sidebyside import contenders, report, runner, workloads
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
+#: Named sizes (scheduler_perf's headline and twice it): nodes, pods bound up front and
+#: measured pods, on the workloads where scale shows. Explicit flags still win.
+NAMED_SIZES: dict[str, dict[str, object]] = {
+    "5k": {
+        "nodes": 5000,
+        "init_pods": 5000,
+        "pods": 10000,
+        "workloads": ("basic", "spread", "affinity"),
+    },
+    "10k": {
+        "nodes": 10000,
+        "init_pods": 10000,
+        "pods": 10000,
+        "workloads": ("basic", "spread", "affinity"),
+    },
+}
+
+
 def _csv(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -31,6 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench.sidebyside",
         description="splitsched side by side with kube-scheduler on one local control plane",
+    )
+    p.add_argument(
+        "--size",
+        choices=sorted(NAMED_SIZES),
+        help="a named size: 5k = 5,000 nodes, 5,000 bound and 10,000 measured pods; 10k = "
+        "10,000 nodes and pods bound, 10,000 measured (basic,spread,affinity unless "
+        "--workloads); other flags override",
     )
     p.add_argument("--nodes", type=int, default=d.nodes, help="kwok nodes (4 cpu, 32Gi)")
     p.add_argument("--init-pods", type=int, default=d.init_pods, help="pods bound up front")
@@ -56,6 +81,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--replot", type=Path, help="print the tables and redraw the PNG of a recorded JSON"
     )
     return p
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The options, with a named `--size` filling in what the other flags leave out."""
+    parser = build_parser()
+    named = parser.parse_known_args(argv)[0].size
+    if named:
+        parser.set_defaults(**NAMED_SIZES[named])
+    return parser.parse_args(argv)
 
 
 def replot(path: Path) -> int:
@@ -90,7 +124,7 @@ def _run_bench(bench: runner.Bench) -> list[runner.RunResult] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.replot:
         return replot(args.replot)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

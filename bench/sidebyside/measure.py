@@ -144,6 +144,28 @@ def cpu_snapshot(pids: Mapping[str, int]) -> dict[str, float]:
     return out
 
 
+def peak_rss_mib(pid: int) -> float | None:
+    """The process's peak resident set size so far (VmHWM), in MiB; None when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def peak_rss_snapshot(pids: Mapping[str, int]) -> dict[str, float]:
+    """Peak RSS in MiB of each named process that is still running."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        value = peak_rss_mib(pid)
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def cpu_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
     """CPU seconds used between two snapshots, per process present in both."""
     return {k: round(after[k] - before[k], 2) for k in after if k in before}

@@ -62,6 +62,10 @@ def cpu_table(results: Sequence[RunResult]) -> str:
         per_pod = 1000 * r.our_cpu / r.bound if r.bound else math.nan
         parts = ", ".join(f"{k} {v:.1f}" for k, v in own.items())
         lines.append(f"{r.workload:9} {r.contender:24} {parts}  ({_f(per_pod, 2)} ms CPU per pod)")
+        rss = {k: v for k, v in r.peak_rss_mib.items() if k not in CONTROL_PLANE}
+        if rss:
+            each = ", ".join(f"{k} {v:.0f}" for k, v in rss.items())
+            lines.append(f"{'':9} {'':24} peak RSS MiB: {each} (total {r.our_peak_rss_mib:.0f})")
     return "\n".join(lines)
 
 

@@ -100,6 +100,15 @@ class RunResult:
     contender_config: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     round: int = 0
+    #: Peak RSS (VmHWM, MiB) per process at the run's end: the contender's processes live
+    #: for this run only; the control plane's (long-lived) peak covers every run so far.
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def our_peak_rss_mib(self) -> float:
+        """The contender's own processes' peak RSS added up (MiB)."""
+        others = {"kube-apiserver", "etcd", "kwok", "harness"}
+        return round(sum(v for k, v in self.peak_rss_mib.items() if k not in others), 1)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -339,6 +348,7 @@ class OneRun:
     t_bound: float = 0.0
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])
     wall_offset: float = field(default_factory=lambda: time.time() - time.monotonic())
+    peak_rss: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         opts = self.bench.options
@@ -427,6 +437,7 @@ class OneRun:
             server = server_bind_times(listing["items"])
         finally:
             describe = self.contender.describe()
+            self.peak_rss = measure.peak_rss_snapshot(self.bench._pids(self.contender))
             await asyncio.to_thread(self.contender.stop)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(kube.delete_namespace, admin, self.namespace, timeout=180)
@@ -467,6 +478,7 @@ class OneRun:
             load_average=(round(self.load_start, 2), round(os.getloadavg()[0], 2)),
             contender_config=describe,
             error=self.error,
+            peak_rss_mib=self.peak_rss,
         )
 
 

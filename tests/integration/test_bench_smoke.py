@@ -8,12 +8,13 @@ placements are valid, and that the JSON and the PNG are written.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from bench.sidebyside import __main__ as cli
-from bench.sidebyside import measure
+from bench.sidebyside import measure, runner
 
 
 def test_throughput_samples_follow_scheduler_perf() -> None:
@@ -64,8 +65,25 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
         assert "kube-apiserver" in run["cpu_seconds"] and "etcd" in run["cpu_seconds"], name
     assert "kube-scheduler" in runs["kube-scheduler"]["cpu_seconds"]
     assert {"watcher", "scheduler", "binder-0"} <= runs["splitsched-1"]["cpu_seconds"].keys()
+    assert runs["kube-scheduler"]["peak_rss_mib"]["kube-scheduler"] > 10
+    rss = runs["splitsched-1"]["peak_rss_mib"]
+    assert {"watcher", "scheduler", "binder-0"} <= rss.keys() and min(rss.values()) > 10
     assert "splitsched-1" in doc["ratios_vs_kube_scheduler"]["basic"]
     assert doc["machine"]["cpus"] >= 1 and doc["versions"]["binaries"]["kube-scheduler"]
     assert status == 0
     png = stem.with_suffix(".png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) < 500_000
+
+
+def test_named_sizes_fill_in_what_the_flags_leave_out() -> None:
+    five = cli.parse_args(["--size", "5k"])
+    assert (five.nodes, five.init_pods, five.pods) == (5000, 5000, 10000)
+    assert five.workloads == ("basic", "spread", "affinity")
+    ten = cli.parse_args(["--size", "10k", "--workloads", "basic", "--pods", "30"])
+    assert (ten.nodes, ten.init_pods, ten.pods, ten.workloads) == (10000, 10000, 30, ("basic",))
+    assert cli.parse_args([]).nodes == runner.Options().nodes
+
+
+def test_peak_rss_reads_this_process_and_skips_gone_ones() -> None:
+    assert (measure.peak_rss_mib(os.getpid()) or 0) > 10
+    assert measure.peak_rss_snapshot({"me": os.getpid(), "gone": 2**22 + 7}).keys() == {"me"}
