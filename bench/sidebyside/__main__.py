@@ -99,6 +99,9 @@ def replot(path: Path) -> int:
     print(report.table(results))
     print()
     print(report.ratio_text(results))
+    if report.pooled_latency(results):
+        print()
+        print(report.pooled_text(results))
     report.plot(results, path.with_suffix(".png"))
     print(f"\ndrew {path.with_suffix('.png')}")
     return 0
@@ -166,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report.cpu_table(results))
     print()
     print(report.ratio_text(results))
+    if report.pooled_latency(results):
+        print()
+        print(report.pooled_text(results))
     doc = report.document(
         results,
         options=options,

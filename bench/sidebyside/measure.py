@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +98,11 @@ class Throughput:
         )
 
 
+def pair_latencies(refs: Mapping[str, float], binds: Mapping[str, float]) -> list[float]:
+    """Seconds from each pod's reference time to its bind (pods in both maps)."""
+    return [max(0.0, binds[k] - refs[k]) for k in binds if k in refs]
+
+
 @dataclass(frozen=True)
 class Latency:
     """Seconds from a pod's reference time (creation, or the run's start) to its bind."""
@@ -110,7 +115,12 @@ class Latency:
 
     @classmethod
     def from_pairs(cls, refs: Mapping[str, float], binds: Mapping[str, float]) -> Latency:
-        values = sorted(max(0.0, binds[k] - refs[k]) for k in binds if k in refs)
+        return cls.from_values(pair_latencies(refs, binds))
+
+    @classmethod
+    def from_values(cls, latencies: Iterable[float]) -> Latency:
+        """Nearest-rank percentiles of these latencies (seconds)."""
+        values = sorted(latencies)
         if not values:
             return cls(math.nan, math.nan, math.nan, math.nan, 0)
         return cls(

@@ -13,11 +13,13 @@ import platform
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.sidebyside.measure import Latency
 from bench.sidebyside.runner import Options, RunResult
 from splitsched.testing import controlplane
 
@@ -102,6 +104,35 @@ def ratios(results: Sequence[RunResult]) -> dict[str, dict[str, dict[str, float]
             }
         out[base.workload] = row
     return out
+
+
+def pooled_latency(results: Sequence[RunResult]) -> dict[str, dict[str, Latency]]:
+    """workload -> contender -> creation-to-bound latency over every pod of every round
+    (rate workloads: the runs that recorded per-pod latencies)."""
+    pooled: dict[str, dict[str, list[float]]] = {}
+    for r in results:
+        if r.latencies_ms:
+            into = pooled.setdefault(r.workload, {}).setdefault(r.contender, [])
+            into.extend(ms / 1000 for ms in r.latencies_ms)
+    return {
+        workload: {name: Latency.from_values(values) for name, values in row.items()}
+        for workload, row in pooled.items()
+    }
+
+
+def pooled_text(results: Sequence[RunResult]) -> str:
+    """The pooled latencies, with each contender's ratio over kube-scheduler's."""
+    lines = []
+    for workload, row in pooled_latency(results).items():
+        rounds = len({r.round for r in results if r.workload == workload})
+        lines.append(f"latency over every pod of {rounds} round(s), {workload}: p50 / p99 s")
+        base = row.get(BASELINE)
+        for name, lat in row.items():
+            vs = ""
+            if base is not None and name != BASELINE:
+                vs = f"  x{_f(_ratio(lat.p50, base.p50), 2)}, x{_f(_ratio(lat.p99, base.p99), 2)}"
+            lines.append(f"  {name:24} {lat.p50:.3f} / {lat.p99:.3f}  ({lat.count} pods){vs}")
+    return "\n".join(lines)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -220,6 +251,10 @@ def document(
         "results": [r.to_json() for r in results],
         "median_runs": [[r.workload, r.contender, r.round] for r in representative(results)],
         "ratios_vs_kube_scheduler": ratios(results),
+        "pooled_latency": {
+            w: {c: asdict(lat) for c, lat in row.items()}
+            for w, row in pooled_latency(results).items()
+        },
     }
 
 

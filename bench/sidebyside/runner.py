@@ -103,6 +103,9 @@ class RunResult:
     #: Peak RSS (VmHWM, MiB) per process at the run's end: the contender's processes live
     #: for this run only; the control plane's (long-lived) peak covers every run so far.
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
+    #: Every pod's creation -> bound latency in ms (rate workloads only), so percentiles
+    #: can be taken over every pod of every round, not one round picked by throughput.
+    latencies_ms: list[int] = field(default_factory=list)
 
     @property
     def our_peak_rss_mib(self) -> float:
@@ -479,6 +482,9 @@ class OneRun:
             contender_config=describe,
             error=self.error,
             peak_rss_mib=self.peak_rss,
+            latencies_ms=[]
+            if wl.upfront
+            else sorted(round(1000 * v) for v in measure.pair_latencies(refs, watch.bound)),
         )
 
 

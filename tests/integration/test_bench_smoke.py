@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.sidebyside import __main__ as cli
-from bench.sidebyside import measure, runner
+from bench.sidebyside import measure, report, runner
 
 
 def test_throughput_samples_follow_scheduler_perf() -> None:
@@ -87,3 +87,32 @@ def test_named_sizes_fill_in_what_the_flags_leave_out() -> None:
 def test_peak_rss_reads_this_process_and_skips_gone_ones() -> None:
     assert (measure.peak_rss_mib(os.getpid()) or 0) > 10
     assert measure.peak_rss_snapshot({"me": os.getpid(), "gone": 2**22 + 7}).keys() == {"me"}
+
+
+def _run(contender: str, round_: int, latencies_ms: list[int]) -> runner.RunResult:
+    lat = measure.Latency.from_values(ms / 1000 for ms in latencies_ms)
+    return runner.RunResult(
+        workload="rate", contender=contender, family=contender, pods=len(latencies_ms),
+        bound=len(latencies_ms), complete=True,
+        throughput=measure.Throughput.from_binds([1.0, 2.0], start=0.0), latency=lat,
+        latency_from="creation", seconds=1.0, cpu_seconds={}, cpu_seconds_to_last_bind={},
+        curve=[], overcommitted=0, placement_violations=0, watch_events=0, round=round_,
+        latencies_ms=latencies_ms,
+    )  # fmt: skip
+
+
+def test_latency_is_pooled_over_every_pod_of_every_round() -> None:
+    """Two rounds that disagree pool into one figure per contender: not the round a
+    throughput median happened to pick."""
+    results = [
+        _run("kube-scheduler", 0, [100] * 9 + [900]),
+        _run("kube-scheduler", 1, [300] * 10),
+        _run("splitsched-2", 0, [50] * 10),
+        _run("splitsched-2", 1, [150] * 10),
+    ]
+    pooled = report.pooled_latency(results)["rate"]
+    assert pooled["kube-scheduler"].count == 20 and pooled["splitsched-2"].count == 20
+    assert pooled["kube-scheduler"].p50 == 0.3 and pooled["kube-scheduler"].p99 == 0.9
+    assert pooled["splitsched-2"].p50 == 0.05 and pooled["splitsched-2"].p99 == 0.15
+    text = report.pooled_text(results)
+    assert "2 round(s)" in text and "x0.17, x0.17" in text
