@@ -126,6 +126,22 @@ def _run_bench(bench: runner.Bench) -> list[runner.RunResult] | None:
         return None
 
 
+def _print_report(results: list[runner.RunResult], *, repeat: int) -> None:
+    print()
+    print(report.table(results))
+    if repeat > 1:
+        print(f"\nmedian of {repeat} rounds:")
+        print(report.table(report.representative(results)))
+    print()
+    print("CPU seconds per process:")
+    print(report.cpu_table(results))
+    print()
+    print(report.ratio_text(results))
+    if report.pooled_latency(results):
+        print()
+        print(report.pooled_text(results))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.replot:
@@ -159,19 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = _run_bench(bench)
     if results is None:
         return 130
-    print()
-    print(report.table(results))
-    if options.repeat > 1:
-        print(f"\nmedian of {options.repeat} rounds:")
-        print(report.table(report.representative(results)))
-    print()
-    print("CPU seconds per process:")
-    print(report.cpu_table(results))
-    print()
-    print(report.ratio_text(results))
-    if report.pooled_latency(results):
-        print()
-        print(report.pooled_text(results))
+    _print_report(results, repeat=options.repeat)
     doc = report.document(
         results,
         options=options,
