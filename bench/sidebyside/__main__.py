@@ -62,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pods", type=int, default=d.pods, help="measured pods (up-front loads)")
     p.add_argument("--rate", type=float, default=d.rate, help="rate workload: pods/s")
     p.add_argument("--rate-seconds", type=float, default=d.rate_seconds, help="... for s")
-    p.add_argument("--workloads", type=_csv, default=d.workloads, help="basic,affinity,spread,rate")
+    p.add_argument(
+        "--workloads", type=_csv, default=d.workloads, help="basic,affinity,spread,rate,idle"
+    )
+    p.add_argument(
+        "--idle-seconds", type=float, default=d.idle_seconds, help="idle workload: window (s)"
+    )
     p.add_argument(
         "--contenders",
         type=_csv,
@@ -161,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pods=args.pods,
         rate=args.rate,
         rate_seconds=args.rate_seconds,
+        idle_seconds=args.idle_seconds,
         workloads=args.workloads,
         contenders=args.contenders,
         state_dir=args.state_dir,

@@ -101,6 +101,8 @@ def ratios(results: Sequence[RunResult]) -> dict[str, dict[str, dict[str, float]
                 "server_throughput": _ratio(r.server_average, base.server_average),
                 "latency_p50": _ratio(r.latency.p50, base.latency.p50),
                 "latency_p99": _ratio(r.latency.p99, base.latency.p99),
+                "cpu": _ratio(r.our_cpu, base.our_cpu),
+                "peak_rss": _ratio(r.our_peak_rss_mib, base.our_peak_rss_mib),
             }
         out[base.workload] = row
     return out
@@ -144,14 +146,16 @@ def _ratio(a: float, b: float) -> float:
 def ratio_text(results: Sequence[RunResult]) -> str:
     lines = [
         f"ratios over {BASELINE} (QPS 5000) in this run: throughput (watch-observed, "
-        "scheduler_perf's method), throughput by the server's bind stamps, latency p50, p99"
+        "scheduler_perf's method), throughput by the server's bind stamps, latency p50, p99, "
+        "the contender's CPU seconds and peak RSS"
     ]
     for workload, row in ratios(results).items():
         for contender, r in row.items():
             lines.append(
                 f"  {workload:9} {contender:24} x{_f(r['throughput'], 2)}  "
                 f"server x{_f(r['server_throughput'], 2)}  "
-                f"latency x{_f(r['latency_p50'], 2)}, x{_f(r['latency_p99'], 2)}"
+                f"latency x{_f(r['latency_p50'], 2)}, x{_f(r['latency_p99'], 2)}  "
+                f"CPU x{_f(r['cpu'], 2)}  peak RSS x{_f(r['peak_rss'], 2)}"
             )
     return "\n".join(lines)
 
@@ -259,16 +263,18 @@ def document(
 
 
 def plot(results: Sequence[RunResult], path: Path) -> None:
-    """One column per workload. Top: measured pods bound over time as the harness's watch
-    saw them (seconds from the first measured bind), one line per contender (its median run
-    when repeated). Bottom: binds per second by the API server's own stamps."""
+    """One column per workload that binds pods. Top: measured pods bound over time as the
+    harness's watch saw them (seconds from the first measured bind), one line per contender
+    (its median run when repeated). Bottom: binds per second by the API server's own stamps."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = representative(results)
+    results = [r for r in representative(results) if r.pods]  # idle runs bind nothing
     order = list(dict.fromkeys(r.workload for r in results))
+    if not order:
+        return
     fig, axes = plt.subplots(2, len(order), figsize=(5.2 * len(order), 7), squeeze=False)
     for col, workload in enumerate(order):
         top, bottom = axes[0][col], axes[1][col]

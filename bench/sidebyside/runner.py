@@ -44,6 +44,8 @@ from splitsched.testing import controlplane, invariants, kube
 log = logging.getLogger("bench.sidebyside")
 
 CURVE_POINTS = 300
+#: Seconds between an idle contender's start and its idle window (its first list and sync).
+IDLE_SETTLE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class Options:
     pods: int = 2000
     rate: float = 100.0
     rate_seconds: float = 20.0
+    #: The idle workload's window, after the contender has started and settled.
+    idle_seconds: float = 60.0
     workloads: tuple[str, ...] = ("basic", "affinity", "rate")
     contenders: tuple[str, ...] = contenders.DEFAULT_CONTENDERS
     #: Control-plane state dir (default: a new temp dir, removed at the end).
@@ -279,6 +283,7 @@ class Bench:
             pods=opts.pods,
             rate=opts.rate,
             rate_seconds=opts.rate_seconds,
+            idle_seconds=opts.idle_seconds,
         )
         try:
             started = time.monotonic()
@@ -349,6 +354,7 @@ class OneRun:
     complete: bool = False
     t_launch: float = field(default_factory=time.monotonic)
     t_bound: float = 0.0
+    t_idle: float = 0.0
     load_start: float = field(default_factory=lambda: os.getloadavg()[0])
     wall_offset: float = field(default_factory=lambda: time.time() - time.monotonic())
     peak_rss: dict[str, float] = field(default_factory=dict)
@@ -383,6 +389,9 @@ class OneRun:
             sampler_task = asyncio.create_task(self.sampler.run())
             await asyncio.to_thread(self.contender.start)
             self.bench.progress(f"[{self.wl.name}] {self.contender.name}: ready; measuring")
+            if self.wl.idle:
+                await self._idle_window()
+                return
             if not self.wl.upfront:
                 self.created, self.achieved = await self.io.create_pods_at_rate(
                     self.namespace, measured, rate=self.wl.rate
@@ -412,6 +421,17 @@ class OneRun:
         ]
         await self.io.create_pods(self.namespace, init)
         await wait_running(self.io, self.namespace, len(init), within=max(120.0, len(init) / 5))
+
+    async def _idle_window(self) -> None:
+        """The idle workload: let the started contender settle, then sample its CPU over
+        the window (``t_idle`` to ``t_bound``)."""
+        await asyncio.sleep(IDLE_SETTLE_SECONDS)
+        self.sampler.sample()
+        self.t_idle = time.monotonic()
+        await asyncio.sleep(self.wl.idle_seconds)
+        self.sampler.sample()
+        self.t_bound = time.monotonic()
+        self.complete = True
 
     async def _wait_bound(self) -> None:
         pods = self.wl.pods
@@ -453,7 +473,7 @@ class OneRun:
         binds = list(watch.bound.values())
         # t0: the first measured bind. Up-front pods wait from then on (the contenders'
         # start-up times differ and are not what is measured); rate pods from creation.
-        t0 = min(binds) if binds else self.t_launch
+        t0 = min(binds) if binds else (self.t_idle if wl.idle else self.t_launch)
         created = self.created
         refs = created if not wl.upfront else {k: max(v, t0) for k, v in created.items()}
         return RunResult(
@@ -467,7 +487,7 @@ class OneRun:
             latency=measure.Latency.from_pairs(refs, watch.bound),
             latency_from="first bind" if wl.upfront else "creation",
             seconds=round(max(binds) - t0, 3) if binds else float("nan"),
-            cpu_seconds=self.sampler.window(t0),
+            cpu_seconds=self.sampler.window(t0, self.t_bound if wl.idle else None),
             cpu_seconds_to_last_bind=self.sampler.window(t0, self.t_bound),
             curve=thin_curve(binds, t0),
             overcommitted=over,

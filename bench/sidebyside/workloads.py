@@ -12,6 +12,9 @@ the measured pods. Pods are scheduler_perf's pod-default (pause, 100m cpu, 500Mi
   ``topology.kubernetes.io/zone In [zone-0, zone-1]`` (two thirds of the nodes feasible).
 * ``spread`` -- TopologySpreading: the same, each pod with a zone topology spread
   constraint (maxSkew 1, DoNotSchedule) over its own label. Not in the default set.
+* ``idle`` -- no measured pods: the nodes and the init pods bound, the contender started
+  and settled, then every process's CPU over an idle window (``idle_seconds``) and its
+  peak RSS: what a scheduler costs a cluster when nothing is pending.
 * ``rate`` -- a fixed arrival rate (e.g. 100 pods/s for 20 s) with the scheduler already
   running: reports creation-to-bound latency.
 """
@@ -48,6 +51,12 @@ class Workload:
     rate: float = 0.0
     affinity: bool = False
     spread: bool = False
+    #: Seconds of the idle window (the idle workload); 0 for every other workload.
+    idle_seconds: float = 0.0
+
+    @property
+    def idle(self) -> bool:
+        return self.idle_seconds > 0
 
     @property
     def upfront(self) -> bool:
@@ -97,7 +106,13 @@ class Workload:
 
 
 def build(
-    names: Sequence[str], *, init_pods: int, pods: int, rate: float, rate_seconds: float
+    names: Sequence[str],
+    *,
+    init_pods: int,
+    pods: int,
+    rate: float,
+    rate_seconds: float,
+    idle_seconds: float = 60.0,
 ) -> list[Workload]:
     """The named workloads at the given sizes (unknown names raise ValueError)."""
     known = {
@@ -117,6 +132,13 @@ def build(
             init_pods=init_pods,
             pods=pods,
             spread=True,
+        ),
+        "idle": Workload(
+            "idle",
+            f"idle: {init_pods} pods bound, none pending; CPU over {idle_seconds:g} s",
+            init_pods=init_pods,
+            pods=0,
+            idle_seconds=idle_seconds,
         ),
         "rate": Workload(
             "rate",

@@ -49,12 +49,18 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
     status = cli.main(
         [
             "--nodes", "20", "--init-pods", "20", "--pods", "100",
-            "--workloads", "basic", "--contenders", "kube-scheduler,splitsched-1",
+            "--workloads", "basic,idle", "--idle-seconds", "2",
+            "--contenders", "kube-scheduler,splitsched-1",
             "--output", str(stem), "--timeout", "120",
         ]
     )  # fmt: skip
     doc = json.loads(stem.with_suffix(".json").read_text())
-    runs = {r["contender"]: r for r in doc["results"]}
+    runs = {r["contender"]: r for r in doc["results"] if r["workload"] == "basic"}
+    idle = {r["contender"]: r for r in doc["results"] if r["workload"] == "idle"}
+    assert idle["splitsched-1"]["complete"] and idle["splitsched-1"]["pods"] == 0
+    assert {"watcher", "scheduler", "binder-0"} <= idle["splitsched-1"]["cpu_seconds"].keys()
+    assert "kube-scheduler" in idle["kube-scheduler"]["peak_rss_mib"]
+    assert "cpu" in doc["ratios_vs_kube_scheduler"]["idle"]["splitsched-1"]
     assert set(runs) == {"kube-scheduler", "splitsched-1"}
     for name, run in runs.items():
         assert run["error"] is None, (name, run["error"])
