@@ -194,9 +194,11 @@ class WatchedTls:
         if fresh == self.current:
             return  # touched or rewritten with the same contents
         self.current = fresh
+        cas = fresh.ca.count(b"-----BEGIN CERTIFICATE-----") if fresh.ca else 0
         log.info(
-            "TLS %s files %s reloaded: certificate serial %s, valid until %s",
-            self.paths.role, self._names(), _hex(fresh.serial), _when(fresh.not_after),
+            "TLS %s files %s reloaded: certificate serial %s, valid until %s; %d CA "
+            "certificates trusted", self.paths.role, self._names(), _hex(fresh.serial),
+            _when(fresh.not_after), cas,
         )  # fmt: skip
 
     def _settled(self, seen: Stamp) -> Stamp | None:
