@@ -3,14 +3,16 @@ client, with no restart: every certificate is re-issued from a new CA (the bundl
 both CAs, then new leaves, then only the new CA). After each step a call succeeds and the
 server presents the current certificate; the channel was made again at each step, a call
 in flight on the first channel was not cut by the swaps, and at the end the server
-refuses a client of the old CA and trusts only the new one."""
+refuses a client of the old CA or with an old certificate."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -20,6 +22,7 @@ from tests.support import certs
 
 SERVICE = "splitsched.v1.Scheduler"
 SERVING = health_pb2.HealthCheckResponse.SERVING
+TIMEOUT = 10.0
 
 
 async def health(stub: health_pb2_grpc.HealthStub) -> grpc.StatusCode:
@@ -28,6 +31,13 @@ async def health(stub: health_pb2_grpc.HealthStub) -> grpc.StatusCode:
     except grpc.aio.AioRpcError as exc:
         return exc.code()
     return grpc.StatusCode.OK
+
+
+async def read_into(watch: Any, seen: asyncio.Queue[int]) -> None:
+    """Put each status the watch streams into `seen`, until the call ends."""
+    with contextlib.suppress(grpc.aio.AioRpcError, asyncio.CancelledError):
+        async for response in watch:
+            seen.put_nowait(response.status)
 
 
 async def one_shot(target: str, tls: grpcsrv.ClientTls) -> grpc.StatusCode:
@@ -65,21 +75,21 @@ def test_every_certificate_rotated_from_a_new_ca_without_a_restart(tmp_path: Pat
         )
         try:
             assert await health(channels.stub) == grpc.StatusCode.OK
-            # A call in flight on the first channel: a watch of the service's health.
+            # A call in flight on the first channel: a task reading a watch of the health.
             watch = channels.stub.Watch(health_pb2.HealthCheckRequest(service=SERVICE))
-            assert (await watch.read()).status != SERVING
+            seen: asyncio.Queue[int] = asyncio.Queue()
+            reading = asyncio.create_task(read_into(watch, seen))
+            assert await seen.get() != SERVING
 
             for step, new in certs.rotate_stack(d, issued["ca"]):
                 assert await health(channels.stub) == grpc.StatusCode.OK, step
                 expected = new.get("scheduler", issued["scheduler"]).cert.serial_number
-                assert await asyncio.to_thread(certs.presented_serial, srv.port, d) == expected, (
-                    step
-                )
+                presented = await asyncio.to_thread(certs.presented_serial, srv.port, d)
+                assert presented == expected, step
             assert channels.swaps == len(certs.ROTATION_STEPS)
 
             await srv.set_serving(True)
-            assert (await watch.read()).status == SERVING  # the old channel still serves it
-            watch.cancel()
+            assert await seen.get() == SERVING  # the old channel still carries the call
 
             old_ca = dataclasses.replace(client_tls, ca=str(old / "ca.crt"))
             old_cert = dataclasses.replace(
@@ -88,6 +98,11 @@ def test_every_certificate_rotated_from_a_new_ca_without_a_restart(tmp_path: Pat
             assert await one_shot(target, old_ca) == grpc.StatusCode.UNAVAILABLE
             assert await one_shot(target, old_cert) == grpc.StatusCode.UNAVAILABLE
             assert await one_shot(target, client_tls) == grpc.StatusCode.OK
+
+            # The old channel closes once its last call ends.
+            watch.cancel()
+            await reading
+            await asyncio.wait_for(channels.close(), timeout=TIMEOUT)
         finally:
             await channels.close()
             await srv.stop(0)
