@@ -90,6 +90,7 @@ class Binder:
             channel_factory=lambda target: grpcsrv.open_channel(
                 target, options=CHANNEL_OPTIONS, tls=settings.common.security.peer
             ),
+            tls=settings.common.security.peer,
         )
         await reporter.start()
         pool = BindingPool(

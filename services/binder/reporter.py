@@ -14,7 +14,8 @@ best-effort, never buffered (the next round sends a fresh list), serialized with
 batches and never for a decision whose final outcome is already queued, so an IN_PROGRESS
 never arrives after its decision's final outcome. A scheduler that took over or restarted
 adopts what it did not know. With several scheduler replicas (``ipv4:a,b`` or a DNS name)
-the channel round-robins over those whose gRPC health is SERVING: only the leader.
+the channel round-robins over those whose gRPC health is SERVING: only the leader. With
+TLS the channel is made again when the certificate files change (`tlsreload`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from collections.abc import Callable, Sequence
 import grpc
 
 from services.binder.metrics import BinderMetrics
+from splitsched.runtime import grpcsrv, tlsreload
 from splitsched.runtime.retry import backoff_delay
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -83,6 +85,7 @@ class OutcomeReporter:
         backoff_base: float = 0.1,
         backoff_cap: float = 5.0,
         channel_factory: Callable[[str], grpc.aio.Channel] = default_channel,
+        tls: grpcsrv.ClientTls | None = None,
         rng: random.Random | None = None,
         in_progress_interval: float = 2.0,
     ) -> None:
@@ -96,11 +99,13 @@ class OutcomeReporter:
         self._backoff_base = backoff_base
         self._backoff_cap = backoff_cap
         self._channel_factory = channel_factory
+        self._tls = tls
         self._rng = rng or random.Random()
         self._buffer: deque[scheduler_pb2.BindingOutcome] = deque()
         self._cond = asyncio.Condition()
-        self._channel: grpc.aio.Channel | None = None
-        self._stub: scheduler_pb2_grpc.SchedulerAsyncStub | None = None
+        #: Made again when the TLS files `tls` names change (`tlsreload`).
+        self._channels: tlsreload.ReloadingChannel[scheduler_pb2_grpc.SchedulerAsyncStub] | None
+        self._channels = None
         self._task: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self._in_progress_interval = in_progress_interval
@@ -127,8 +132,12 @@ class OutcomeReporter:
 
     async def start(self) -> None:
         if self._task is None:
-            self._channel = self._channel_factory(self._target)
-            self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)
+            self._channels = tlsreload.ReloadingChannel(
+                self._target,
+                open_channel=self._channel_factory,
+                make_stub=lambda channel: scheduler_pb2_grpc.SchedulerStub(channel),
+                tls=self._tls,
+            )
             self._task = asyncio.create_task(self._run(), name="outcome-reporter")
             if self._in_progress_interval > 0:
                 self._heartbeat = asyncio.create_task(
@@ -161,9 +170,9 @@ class OutcomeReporter:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         self._task = self._heartbeat = None
-        if self._channel is not None:
-            await self._channel.close()
-            self._channel = None
+        if self._channels is not None:
+            await self._channels.close()
+            self._channels = None
 
     def _backoff(self) -> float:
         return backoff_delay(
@@ -181,10 +190,11 @@ class OutcomeReporter:
             request = scheduler_pb2.ReportBindingOutcomeRequest(
                 outcomes=batch, binder_id=self._binder_id
             )
-            assert self._stub is not None
+            assert self._channels is not None
             try:
                 async with self._sending:
-                    await self._stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
+                    stub = self._channels.stub
+                    await stub.ReportBindingOutcome(request, timeout=self._rpc_timeout)
             except Exception as exc:  # AioRpcError, or anything else: never lose the batch
                 self._failures += 1
                 delay = self._backoff()
@@ -224,8 +234,9 @@ class OutcomeReporter:
         while not self._closing:
             await asyncio.sleep(self._in_progress_interval)
             source = self.in_progress_source
-            if source is None or self._stub is None:
+            if source is None or self._channels is None:
                 continue
+            channels = self._channels
             async with self._sending:
                 # Built under the lock: a decision finishing from now on queues its final
                 # outcome behind this round; one already queued is left out.
@@ -237,7 +248,7 @@ class OutcomeReporter:
                         outcomes=chunk, binder_id=self._binder_id
                     )
                     try:
-                        await self._stub.ReportBindingOutcome(
+                        await channels.stub.ReportBindingOutcome(
                             request, timeout=min(self._rpc_timeout, self._in_progress_interval)
                         )
                     except Exception as exc:  # best effort: the next round sends afresh

@@ -25,7 +25,7 @@ from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
 from splitsched import wire, wire_storage
-from splitsched.runtime import grpcsrv
+from splitsched.runtime import grpcsrv, tlsreload
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
 log = logging.getLogger("splitsched.scheduler")
@@ -73,13 +73,23 @@ class BinderDispatch:
         self.bind_timeout = bind_timeout
         self.poke = poke
         self.traces = traces
-        self.channel = grpcsrv.channel(target, round_robin=True, tls=tls)
-        self.stub = binder_pb2_grpc.BinderStub(self.channel)
+        #: Made again when the TLS files change (`tlsreload`).
+        self.channels: tlsreload.ReloadingChannel[binder_pb2_grpc.BinderAsyncStub]
+        self.channels = tlsreload.ReloadingChannel(
+            target,
+            open_channel=lambda t: grpcsrv.channel(t, round_robin=True, tls=tls),
+            make_stub=lambda channel: binder_pb2_grpc.BinderStub(channel),
+            tls=tls,
+        )
         #: Sends in progress (kept referenced until done).
         self.inflight: set[asyncio.Task[None]] = set()
 
+    @property
+    def stub(self) -> binder_pb2_grpc.BinderAsyncStub:
+        return self.channels.stub
+
     async def close(self) -> None:
-        await self.channel.close()
+        await self.channels.close()
 
     # ---- background sends (what the scheduling loop calls) ------------------------------
     def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -210,10 +220,9 @@ class BinderDispatch:
         and pass the answer to `on_result`. Logs the first result (a binder never reached,
         say a TLS name mismatch, must not leave the scheduler unready without a word),
         then every change."""
-        stub = health_pb2_grpc.HealthStub(self.channel)
         logged: bool | None = None
         while not stopping.is_set():
-            ok, why = await self._probe(stub)
+            ok, why = await self._probe(health_pb2_grpc.HealthStub(self.channels.current()))
             if ok != logged:
                 logged = ok
                 if ok:

@@ -2,64 +2,35 @@
 keepalive, the standard health service and server reflection (so Kubernetes' native gRPC
 probes and grpcurl work), client-side round-robin over a DNS name for binders, and optional
 TLS on both ends (`ServerTls` for `serve`, `ClientTls` for `channel`; mutual when the
-server is given a CA and `require_client_cert`). Certificates are read once at startup:
-replacing the files takes a restart. `splitsched.runtime.security` builds both from flags.
+server is given a CA and `require_client_cert`). Servers take new certificate, key and
+CA files at the next handshake (gRPC's dynamic credentials over `tlsfiles`); a channel
+keeps its credentials, so long-lived ones are `tlsreload.ReloadingChannel`s. Both are
+built from flags by `splitsched.runtime.security`.
 """
 
 from __future__ import annotations
 
-import ssl
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from splitsched.runtime import grpcguard, reflection
+from splitsched.runtime import grpcguard, reflection, tlsfiles
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024
 
 AddServicer = Callable[[Any, grpc.aio.Server], None]
 
 
-class TlsError(ValueError):
-    """A certificate, key or CA file that cannot be used; the message names its flag."""
+#: Re-exported: what `ServerTls`/`ClientTls` raise for unusable files (names the flag).
+TlsError = tlsfiles.TlsError
 
-
-def _read_pem(path: str, *, flag: str, label: str) -> bytes:
-    """The file's bytes, or a TlsError naming `flag` when it is unreadable or holds no PEM
-    block of the `label` kind ("CERTIFICATE", "PRIVATE KEY")."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise TlsError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-    if not (b"-----BEGIN " in data and label.encode() + b"-----" in data):
-        raise TlsError(f"{flag} {path}: not a PEM file with a {label} block")
-    return data
-
-
-def _check_pair(cert: str, key: str, *, cert_flag: str, key_flag: str) -> None:
-    """Refuse a certificate and key that do not parse or do not belong together, at startup
-    rather than at the first handshake (gRPC reads the PEM lazily)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    try:
-        ctx.load_cert_chain(cert, key)
-    except (ssl.SSLError, ValueError) as exc:
-        # Never the key's contents: only the paths and OpenSSL's reason.
-        raise TlsError(
-            f"{cert_flag} {cert} / {key_flag} {key}: not a certificate and its private key "
-            f"({getattr(exc, 'reason', None) or exc})"
-        ) from None
-
-
-def _check_ca(ca: str, *, flag: str) -> None:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    try:
-        ctx.load_verify_locations(cafile=ca)
-    except (ssl.SSLError, ValueError) as exc:
-        raise TlsError(f"{flag} {ca}: not a PEM CA bundle ({exc})") from None
+CertificateFetcher = Callable[[], grpc.ServerCertificateConfiguration | None]
 
 
 @dataclass(frozen=True)
@@ -74,21 +45,54 @@ class ServerTls:
     require_client_cert: bool = False
     flag_prefix: str = "--tls-"
 
-    def credentials(self) -> grpc.ServerCredentials:
-        """Reads and checks the files now; raises TlsError naming the flag."""
+    def files(self) -> tlsfiles.WatchedTls:
+        """The watched files (read and checked the first time; TlsError names the flag)."""
         f = self.flag_prefix
         if self.require_client_cert and not self.ca:
             raise TlsError(f"{f}client-auth needs {f}ca (the CA that signs client certificates)")
-        cert = _read_pem(self.cert, flag=f"{f}cert", label="CERTIFICATE")
-        key = _read_pem(self.key, flag=f"{f}key", label="PRIVATE KEY")
-        _check_pair(self.cert, self.key, cert_flag=f"{f}cert", key_flag=f"{f}key")
-        root = None
-        if self.ca:
-            root = _read_pem(self.ca, flag=f"{f}ca", label="CERTIFICATE")
-            _check_ca(self.ca, flag=f"{f}ca")
-        return grpc.ssl_server_credentials(
-            [(key, cert)], root_certificates=root, require_client_auth=self.require_client_cert
+        return tlsfiles.watch(tlsfiles.Paths("server", self.cert, self.key, self.ca, f))
+
+    def credentials(self) -> grpc.ServerCredentials:
+        """Checks the files now (TlsError names the flag); from then on every new
+        handshake uses the current files, read again only when they change."""
+        files = self.files()
+        current = files.check()
+        return grpc.dynamic_ssl_server_credentials(
+            _server_config(current),
+            # types-grpcio omits the None ("keep the current one") that gRPC documents.
+            _certificate_fetcher(files, current),  # type: ignore[arg-type]
+            require_client_authentication=self.require_client_cert,
         )
+
+
+def _server_config(material: tlsfiles.Material) -> grpc.ServerCertificateConfiguration:
+    assert material.key is not None and material.cert is not None
+    return grpc.ssl_server_certificate_configuration(
+        [(material.key, material.cert)], root_certificates=material.ca
+    )
+
+
+def _certificate_fetcher(
+    files: tlsfiles.WatchedTls, given: tlsfiles.Material
+) -> CertificateFetcher:
+    """What gRPC calls, in a core thread, before each handshake: a new configuration when
+    the files changed since the one it has, else None (keep it). Cheap (stats) and never
+    raises: an exception there would fail the handshake."""
+    last = [given]
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        material = files.check()
+        if material is last[0]:
+            return None
+        try:
+            config = _server_config(material)
+        except Exception:
+            log.exception("TLS server files %s: cannot build the new configuration", files.paths)
+            return None
+        last[0] = material
+        return config
+
+    return fetch
 
 
 @dataclass(frozen=True)
@@ -103,21 +107,22 @@ class ClientTls:
     server_name: str | None = None
     flag_prefix: str = "--peer-tls-"
 
-    def credentials(self) -> grpc.ChannelCredentials:
-        """Reads and checks the files now; raises TlsError naming the flag."""
+    def files(self) -> tlsfiles.WatchedTls:
+        """The watched files (read and checked the first time; TlsError names the flag)."""
         f = self.flag_prefix
         if bool(self.cert) != bool(self.key):
             raise TlsError(f"{f}cert and {f}key: give both (mutual TLS) or neither")
-        root = cert = key = None
-        if self.ca:
-            root = _read_pem(self.ca, flag=f"{f}ca", label="CERTIFICATE")
-            _check_ca(self.ca, flag=f"{f}ca")
-        if self.cert and self.key:
-            cert = _read_pem(self.cert, flag=f"{f}cert", label="CERTIFICATE")
-            key = _read_pem(self.key, flag=f"{f}key", label="PRIVATE KEY")
-            _check_pair(self.cert, self.key, cert_flag=f"{f}cert", key_flag=f"{f}key")
+        return tlsfiles.watch(tlsfiles.Paths("client", self.cert, self.key, self.ca, f))
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        """From the current files (TlsError names the flag the first time they are read;
+        later, files that cannot be used keep the last good ones). A channel keeps the
+        credentials it was made with: `tlsreload.ReloadingChannel` makes a new one."""
+        material = self.files().check()
         return grpc.ssl_channel_credentials(
-            root_certificates=root, private_key=key, certificate_chain=cert
+            root_certificates=material.ca,
+            private_key=material.key,
+            certificate_chain=material.cert,
         )
 
 

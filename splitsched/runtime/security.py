@@ -18,6 +18,8 @@ Flags (env `SPLITSCHED_<SERVICE>_<DEST>` and the config file work as for every o
 - `--peer-tls-ca --peer-tls-cert --peer-tls-key --peer-server-name` make the service's own
   outgoing channels TLS (mutual with cert and key).
 
+The files are watched (`tlsfiles`): servers take new ones at the next handshake, the
+services' channels at their next call (`tlsreload`), so a rotated Secret needs no restart.
 Key and certificate contents are never logged: only paths appear in messages.
 """
 
@@ -116,7 +118,7 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
             ca=args.tls_ca,
             require_client_cert=bool(args.tls_client_auth),
         )
-        server.credentials()
+        server.files()
     elif args.tls_ca or args.tls_client_auth:
         raise ConfigError("--tls-ca / --tls-client-auth need --tls-cert and --tls-key")
     if server is not None and server.ca and not server.require_client_cert:
@@ -159,7 +161,7 @@ def from_args(args: argparse.Namespace, *, service: ServiceDescriptor) -> Securi
             key=args.peer_tls_key,
             server_name=args.peer_server_name,
         )
-        peer.credentials()
+        peer.files()
     elif getattr(args, "peer_server_name", None):
         raise ConfigError("--peer-server-name needs --peer-tls-ca (TLS to the peers)")
     return Security(server=server, peer=peer, interceptors=interceptors)

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs
+from splitsched.runtime import config, eventloop, grpcsrv, httpsrv, logs, tlsreload
 from splitsched.runtime import settings as shared
 
 #: The signals that stop a service gracefully.
@@ -135,6 +135,8 @@ async def _serve_opened(service: Service, exposed: Exposed, common: shared.Commo
         tls=tls.server,
         interceptors=tls.interceptors,
     )
+    if tls.server is not None or tls.peer is not None:
+        exposed.metrics.register(tlsreload.ExpiryCollector())
     try:
         http_runner, http_port = await httpsrv.serve_http(
             host=serving.http_host,

@@ -52,6 +52,7 @@ EXPECTED = {
         "splitsched_watcher_subscribers",
         "splitsched_watcher_ring_events",
         "splitsched_watcher_subscriber_lag_events",
+        "splitsched_tls_certificate_expiry_seconds",
     },
     "scheduler": {
         "scheduler_schedule_attempts",
@@ -67,6 +68,7 @@ EXPECTED = {
         "splitsched_scheduler_plugin_rejections",
         "splitsched_scheduler_leader",
         "splitsched_grpc_stream_reconnects",
+        "splitsched_tls_certificate_expiry_seconds",
     },
     "binder": {
         "splitsched_binder_binding_attempts",
@@ -75,6 +77,7 @@ EXPECTED = {
         "splitsched_binder_inflight",
         "splitsched_binder_report_backlog",
         "splitsched_grpc_stream_reconnects",
+        "splitsched_tls_certificate_expiry_seconds",
     },
 }
 

@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from splitsched.v1 import (
     watcher_pb2,
     watcher_pb2_grpc,
 )
+from tests.support import stacks
 
 pytestmark = pytest.mark.e2e
 
@@ -46,24 +46,8 @@ def tls_stack(
     kube_api: client.ApiClient, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[stack.Stack]:
     workdir = tmp_path_factory.mktemp("tls-stack")
-    nodes = kube.create_kwok_nodes(
-        kube_api, 4, name_prefix=f"tls-{uuid.uuid4().hex[:5]}", cpu="4", memory="8Gi"
-    )
-    sa_namespace = kube.create_namespace(kube_api, prefix="splitsched-tls")
-    configs = stack.component_kubeconfigs(kube_api, namespace=sa_namespace, directory=workdir)
-    running = stack.Stack(
-        workdir=workdir,
-        watcher_kubeconfig=configs["watcher"],
-        binder_kubeconfig=configs["binder"],
-        binders=2,
-    )
-    try:
-        running.start(timeout=90)
+    with stacks.own_stack(kube_api, workdir, name="tls") as running:
         yield running
-    finally:
-        running.stop()
-        kube.delete_namespace(kube_api, sa_namespace)
-        kube.delete_nodes(kube_api, nodes)
 
 
 @pytest.fixture(scope="module")
