@@ -12,8 +12,10 @@ model classes cost far more than the JSON we need.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import aiohttp
+from prometheus_client import Counter
 
 from services.binder.apirequests import ApiRequest
 from splitsched.runtime import kubeclient
@@ -47,8 +49,31 @@ class KubeClient(kubeclient.KubeClient):
         qps: float = 0.0,
         burst: int = 0,
         max_connections: int = 64,
+        requests: Counter | None = None,
     ) -> None:
         super().__init__(endpoint, max_connections=max_connections, qps=qps, burst=burst)
+        #: Counts every request when it ends (by method), so a bench can check the rate
+        #: the limiter let through (``splitsched_binder_api_requests_total``).
+        self._requests = requests
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        budget: float = 10.0,
+    ) -> HttpResult:
+        """The runtime client's request, counted when it ends (answered, failed or
+        cancelled: never fewer than were sent)."""
+        try:
+            return await super().request(
+                method, path, body=body, content_type=content_type, budget=budget
+            )
+        finally:
+            if self._requests is not None:
+                self._requests.labels(method=method).inc()
 
     async def send(
         self, request: ApiRequest, *, budget: float = DEFAULT_REQUEST_TIMEOUT

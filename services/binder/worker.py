@@ -127,6 +127,8 @@ class BindingPool:
         self._idle.set()
         self.shutting_down = False
         reporter.in_progress_source = self.in_progress
+        metrics.queued.set_function(self._queue.qsize)
+        metrics.side_writes.set_function(lambda: len(self._side_tasks))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -291,9 +293,12 @@ class BindingPool:
         await self._recorder.unschedulable(pod, message=message, reason=reason, profile=profile)
 
     def _report_again(self, decision_id: str) -> bool:
-        """Re-send a finished decision's outcome; False when it is not known finished."""
+        """Re-send a finished decision's outcome; False when it is not known finished.
+        Not re-sent while ``max_pending`` side writes are running (a scheduler repeating
+        decisions while the reporter's buffer is full would otherwise pile up tasks
+        without bound): the scheduler asks again, or the watch or its deadline decides."""
         previous = self._finished.get(decision_id)
-        if previous is not None:
+        if previous is not None and len(self._side_tasks) < self._max_pending:
             self._spawn(self._reporter.put(previous))
         return previous is not None
 
