@@ -179,6 +179,7 @@ class SchedulerService:
             poke=self.poke,
             traces=self.traces,
         )
+        self.metrics.binder_calls.set_function(lambda: len(dispatch.inflight))
         ingest = WatchIngest(
             state=self.state,
             metrics=self.metrics,
