@@ -6,6 +6,8 @@ and the outcome reporter, which update them; tests create their own instance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -98,6 +100,11 @@ class BinderMetrics:
             ["method"],
             registry=self.registry,
         )
+
+    def watch_pool(self, *, queued: Callable[[], int], side_writes: Callable[[], int]) -> None:
+        """The pool's depth gauges, read at every scrape."""
+        self.queued.set_function(queued)
+        self.side_writes.set_function(side_writes)
 
     def _volume_metrics(self) -> None:
         self.volume_steps = Counter(
