@@ -13,8 +13,10 @@ import datetime as dt
 import json
 import logging
 import shlex
+import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from bench.backpressure import analysis, run
 
@@ -40,16 +42,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+async def _until_stopped(bench: run.Run) -> dict[str, Any]:
+    """The run, cancelled by SIGTERM as by Ctrl-C, so its clean-up runs either way."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await bench.run()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Creating nodes from 16 threads overflows the client's pool of 10: harmless, noisy.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     opts = run.Options(
         pods=args.pods, nodes=args.nodes, node_pods=args.node_pods, binders=args.binders,
         qps=args.qps, burst=args.burst, create_concurrency=args.create_concurrency,
         timeout=args.timeout,
     )  # fmt: skip
     started = dt.datetime.now(dt.UTC)
-    result = asyncio.run(run.Run(opts).run())
+    try:
+        result = asyncio.run(_until_stopped(run.Run(opts)))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        print("interrupted: the services and the control plane were stopped", file=sys.stderr)
+        return 130
     result["started"] = started.strftime("%Y-%m-%dT%H:%MZ")
     result["command"] = "python -m bench.backpressure " + shlex.join(argv or sys.argv[1:])
     table = analysis.markdown(result)
