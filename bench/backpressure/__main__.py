@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--create-concurrency", type=int, default=d.create_concurrency)
     p.add_argument("--timeout", type=float, default=d.timeout, help="seconds to settle")
     p.add_argument("--record", action="store_true", help="write the JSON and markdown")
+    p.add_argument("--logs", type=Path, help="copy the services' logs here")
     p.add_argument("--results-dir", type=Path, default=RESULTS)
     return p
 
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = run.Options(
         pods=args.pods, nodes=args.nodes, node_pods=args.node_pods, binders=args.binders,
         qps=args.qps, burst=args.burst, create_concurrency=args.create_concurrency,
-        timeout=args.timeout,
+        timeout=args.timeout, logs=args.logs,
     )  # fmt: skip
     started = dt.datetime.now(dt.UTC)
     try:

@@ -40,6 +40,8 @@ class Options:
     #: Concurrent pod creations (the harness's own connections).
     create_concurrency: int = 64
     timeout: float = 0.0  # seconds to settle; 0 = from the pod count
+    #: Where to copy the services' logs before the work dir goes (None: nowhere).
+    logs: Path | None = None
 
     def settle_timeout(self) -> float:
         return self.timeout or max(300.0, self.pods / 20)
@@ -88,6 +90,9 @@ class Run:
         finally:
             if self.stack is not None:
                 self.stack.stop()
+                if self.opts.logs is not None:
+                    shutil.copytree(self.stack.workdir, self.opts.logs, dirs_exist_ok=True,
+                                    ignore=shutil.ignore_patterns("tls"))  # fmt: skip
             self.cp.down()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -171,7 +176,7 @@ class Run:
             for b in self.stack.binder_services
         }
         return {
-            "options": asdict(opts),
+            "options": {**asdict(opts), "logs": str(opts.logs) if opts.logs else None},
             "node_shape": node_shape(opts),
             "commit": _commit(),
             "machine": _machine(),
