@@ -66,6 +66,7 @@ EXPECTED = {
         "splitsched_scheduler_binders_reachable",
         "splitsched_scheduler_plugin_rejections",
         "splitsched_scheduler_leader",
+        "splitsched_scheduler_binder_calls_in_flight",
         "splitsched_grpc_stream_reconnects",
     },
     "binder": {
@@ -74,6 +75,9 @@ EXPECTED = {
         "splitsched_binder_bind_duration_seconds",
         "splitsched_binder_inflight",
         "splitsched_binder_report_backlog",
+        "splitsched_binder_queued",
+        "splitsched_binder_side_writes",
+        "splitsched_binder_api_requests",
         "splitsched_grpc_stream_reconnects",
     },
 }
