@@ -17,6 +17,7 @@ GAUGES = (
     "splitsched_watcher_subscriber_lag_events",
     "scheduler_pending_pods",
     "splitsched_scheduler_binder_calls_in_flight",
+    "splitsched_scheduler_decisions_in_flight",
     "splitsched_binder_inflight",
     "splitsched_binder_queued",
     "splitsched_binder_side_writes",

@@ -67,6 +67,7 @@ EXPECTED = {
         "splitsched_scheduler_plugin_rejections",
         "splitsched_scheduler_leader",
         "splitsched_scheduler_binder_calls_in_flight",
+        "splitsched_scheduler_decisions_in_flight",
         "splitsched_grpc_stream_reconnects",
     },
     "binder": {
