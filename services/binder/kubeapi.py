@@ -11,9 +11,12 @@ model classes cost far more than the JSON we need.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 import aiohttp
+from prometheus_client import Counter
 
 from services.binder.apirequests import ApiRequest
 from splitsched.runtime import kubeclient
@@ -47,8 +50,42 @@ class KubeClient(kubeclient.KubeClient):
         qps: float = 0.0,
         burst: int = 0,
         max_connections: int = 64,
+        requests: Counter | None = None,
     ) -> None:
         super().__init__(endpoint, max_connections=max_connections, qps=qps, burst=burst)
+        #: Counts the requests sent (by method), so a bench can check the rate the limiter
+        #: let through (``splitsched_binder_api_requests_total``).
+        self._requests = requests
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        budget: float = 10.0,
+    ) -> HttpResult:
+        """The runtime client's request with its wait for a rate-limit token inside
+        ``budget``: a request is never sent after its budget (a Binding's deadline; the
+        scheduler may have given the room to another pod by then). Counted when answered
+        or failed on the network; not when the budget ran out (it may never have left)."""
+        try:
+            async with asyncio.timeout(budget):
+                response = await super().request(
+                    method, path, body=body, content_type=content_type, budget=budget
+                )
+        except TimeoutError:  # an OSError too: the budget ran out, maybe before sending
+            raise
+        except (aiohttp.ClientError, OSError):
+            self._count(method)
+            raise
+        self._count(method)
+        return response
+
+    def _count(self, method: str) -> None:
+        if self._requests is not None:
+            self._requests.labels(method=method).inc()
 
     async def send(
         self, request: ApiRequest, *, budget: float = DEFAULT_REQUEST_TIMEOUT

@@ -80,6 +80,7 @@ class Binder:
             qps=settings.qps,
             burst=settings.burst,
             max_connections=2 * max(1, settings.workers),
+            requests=metrics.api_requests,
         )
         await kube.start()
         reporter = self._reporter = OutcomeReporter(

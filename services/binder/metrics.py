@@ -6,6 +6,8 @@ and the outcome reporter, which update them; tests create their own instance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -68,12 +70,41 @@ class BinderMetrics:
             ["stream"],
             registry=self.registry,
         )
+        self._volume_metrics()
+        self._depth_metrics()
+
+    def _depth_metrics(self) -> None:
+        """What a burst fills: the intake queue, the writes beside the bindings, the
+        outcomes not yet delivered, and the API requests the client-side rate limit lets
+        through (docs/backpressure.md)."""
         self.report_backlog = Gauge(
             "splitsched_binder_report_backlog",
             "Outcomes not yet acknowledged by the scheduler.",
             registry=self.registry,
         )
-        self._volume_metrics()
+        self.queued = Gauge(
+            "splitsched_binder_queued",
+            "Decisions accepted and waiting for a worker (at most --max-pending).",
+            registry=self.registry,
+        )
+        self.side_writes = Gauge(
+            "splitsched_binder_side_writes",
+            "Writes running beside the bindings: Scheduled Events, unschedulable reports, "
+            "outcomes re-sent for decisions already finished.",
+            registry=self.registry,
+        )
+        self.api_requests = Counter(
+            "splitsched_binder_api_requests_total",
+            "API requests answered or failed, by HTTP method: every one passed the "
+            "--qps/--burst limiter first.",
+            ["method"],
+            registry=self.registry,
+        )
+
+    def watch_pool(self, *, queued: Callable[[], int], side_writes: Callable[[], int]) -> None:
+        """The pool's depth gauges, read at every scrape."""
+        self.queued.set_function(queued)
+        self.side_writes.set_function(side_writes)
 
     def _volume_metrics(self) -> None:
         self.volume_steps = Counter(

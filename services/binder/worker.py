@@ -38,6 +38,7 @@ from services.binder.binding import Bindings
 from services.binder.events import EventSource
 from services.binder.jobs import (
     BOUND,
+    DEADLINE_EXCEEDED,
     FAILED,
     IN_PROGRESS,
     BindJob,
@@ -64,6 +65,9 @@ IN_PROGRESS_AFTER = 1.0
 SHUTTING_DOWN = "binder shutting down"
 #: How many finished decisions are remembered for idempotent re-submission.
 FINISHED_MEMORY = 20_000
+#: A decision is not started with less time left than this, nor than twice what a
+#: binding has lately taken (seconds): see ``BindingPool._too_late``.
+MIN_START_MARGIN = 0.25
 
 
 class BindingPool:
@@ -125,8 +129,10 @@ class BindingPool:
         self._preempt_tasks: dict[str, asyncio.Task[None]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
+        self._bind_seconds = 0.0  # a binding's recent duration (``_too_late``)
         self.shutting_down = False
         reporter.in_progress_source = self.in_progress
+        metrics.watch_pool(queued=self._queue.qsize, side_writes=lambda: len(self._side_tasks))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -291,9 +297,12 @@ class BindingPool:
         await self._recorder.unschedulable(pod, message=message, reason=reason, profile=profile)
 
     def _report_again(self, decision_id: str) -> bool:
-        """Re-send a finished decision's outcome; False when it is not known finished."""
+        """Re-send a finished decision's outcome; False when it is not known finished.
+        Not re-sent while ``max_pending`` side writes are running (a scheduler repeating
+        decisions while the reporter's buffer is full would otherwise pile up tasks
+        without bound): the scheduler asks again, or the watch or its deadline decides."""
         previous = self._finished.get(decision_id)
-        if previous is not None:
+        if previous is not None and len(self._side_tasks) < self._max_pending:
             self._spawn(self._reporter.put(previous))
         return previous is not None
 
@@ -313,7 +322,12 @@ class BindingPool:
             if self.shutting_down:
                 await self._finish(job, BindResult(FAILED, SHUTTING_DOWN, 0, 0), event=False)
                 continue
+            late = self._too_late(job)
+            if late is not None:
+                await self._finish(job, late, event=False)
+                continue
             self._running[job.decision_id] = job
+            started = time.monotonic()
             span = self._trace(job)
             with span:
                 result = await self._bind(job, span)
@@ -322,7 +336,28 @@ class BindingPool:
                     result=Result.Name(result.result),  # type: ignore[arg-type]
                     message=result.message,
                 )
+            if result.result == BOUND:
+                took = time.monotonic() - started
+                self._bind_seconds = took if not self._bind_seconds else (
+                    0.8 * self._bind_seconds + 0.2 * took
+                )  # fmt: skip
             await self._finish(job, result, event=True, trace_context=span.carrier())
+
+    def _too_late(self, job: BindJob) -> BindResult | None:
+        """DEADLINE_EXCEEDED, before any request, for a decision with too little time left
+        to be bound. Under a burst the queue holds decisions older than their deadline:
+        the workers skip those at no cost and would otherwise all start the ones at the
+        very edge, each spending a rate-limited read and then missing its deadline anyway
+        (throughput fell to a few bindings a second in the 50,000-pod bench)."""
+        left = job.deadline - self._clock()
+        if left >= max(MIN_START_MARGIN, 2 * self._bind_seconds):
+            return None
+        waited = time.monotonic() - job.accepted_at
+        message = (
+            f"not started: {max(left, 0.0):.2f}s left before its deadline after {waited:.1f}s "
+            f"in the binder's queue; a binding takes about {self._bind_seconds:.2f}s here"
+        )
+        return BindResult(DEADLINE_EXCEEDED, message, 0, 0)
 
     async def _bind(self, job: BindJob, span: RetriedCall) -> BindResult:
         def writing() -> None:

@@ -179,6 +179,8 @@ class SchedulerService:
             poke=self.poke,
             traces=self.traces,
         )
+        self.metrics.binder_calls.set_function(lambda: len(dispatch.inflight))
+        self.metrics.decisions_in_flight.set_function(lambda: len(self.state.decisions))
         ingest = WatchIngest(
             state=self.state,
             metrics=self.metrics,

@@ -116,6 +116,18 @@ class SchedulerMetrics:
             "1 while this replica may schedule (holds the Lease, or leader election is off)",
             registry=r,
         )
+        self.decisions_in_flight = Gauge(
+            "splitsched_scheduler_decisions_in_flight",
+            "Decisions handed to binders (or held for a preemption) and not resolved yet: "
+            "their room is assumed on their node",
+            registry=r,
+        )
+        self.binder_calls = Gauge(
+            "splitsched_scheduler_binder_calls_in_flight",
+            "Calls to binders not answered yet (BindBatch, Preempt, ReportUnschedulable): "
+            "each holds its decisions or report until answered or timed out",
+            registry=r,
+        )
         self.watch_events = Counter(
             "splitsched_scheduler_watch_events_total",
             "Cluster events applied",

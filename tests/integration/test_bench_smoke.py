@@ -1,5 +1,6 @@
 """Keeps the side-by-side benchmark (``bench/sidebyside``) working: a small run through its
-CLI on its own control plane, and the throughput arithmetic it shares with scheduler_perf.
+CLI on its own control plane, and the throughput arithmetic it shares with scheduler_perf;
+and the back-pressure bench (``bench/backpressure``), a small run through its CLI.
 
 No timing assertions: the run checks that every contender bound every pod, that the
 placements are valid, and that the JSON and the PNG are written.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.backpressure import __main__ as bp_cli
 from bench.sidebyside import __main__ as cli
 from bench.sidebyside import measure, report, runner
 
@@ -122,3 +124,31 @@ def test_latency_is_pooled_over_every_pod_of_every_round() -> None:
     assert pooled["splitsched-2"].p50 == 0.05 and pooled["splitsched-2"].p99 == 0.15
     text = report.pooled_text(results)
     assert "2 round(s)" in text and "x0.17, x0.17" in text
+
+
+@pytest.mark.integration
+def test_backpressure_smoke_run_records_every_check(tmp_path: Path) -> None:
+    """``bench.backpressure`` at 500 pods on 20 nodes of 20 pods: 400 bind, 100 cannot fit
+    and must carry their reason; RSS and gauges sampled; the binders' rate checked."""
+    status = bp_cli.main(
+        [
+            "--pods", "500", "--nodes", "20", "--node-pods", "20", "--timeout", "180",
+            "--record", "--results-dir", str(tmp_path),
+        ]
+    )  # fmt: skip
+    [path] = tmp_path.glob("backpressure-*.json")
+    doc = json.loads(path.read_text())
+    checks = doc["checks"]
+    assert (checks["bound"], checks["with_reason"], checks["neither_count"]) == (400, 100, 0)
+    assert checks["with_failed_scheduling_event"] == 100
+    assert checks["over_allocatable"] == [] and checks["bound_twice"] == []
+    assert {"watcher", "scheduler", "binder-0", "binder-1", "kube-apiserver", "etcd"} <= set(
+        doc["peak_rss_kib"]
+    )
+    assert "splitsched_binder_queued" in doc["gauge_peaks"]["binder-0"]
+    assert "scheduler_pending_pods{unschedulable}" in doc["gauge_peaks"]["scheduler"]
+    assert "splitsched_watcher_ring_events" in doc["gauge_peaks"]["watcher"]
+    for rate in doc["binder_rates"].values():
+        assert rate["requests"] > 0 and rate["windows_over_limit"] == []
+    assert status == 0
+    assert path.with_suffix(".md").read_text().startswith("# Back-pressure: 500 pods")
