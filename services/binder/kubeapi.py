@@ -12,6 +12,7 @@ model classes cost far more than the JSON we need.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import aiohttp
 
@@ -47,8 +48,12 @@ class KubeClient(kubeclient.KubeClient):
         qps: float = 0.0,
         burst: int = 0,
         max_connections: int = 64,
+        on_throttled: Callable[[float], None] | None = None,
     ) -> None:
-        super().__init__(endpoint, max_connections=max_connections, qps=qps, burst=burst)
+        super().__init__(
+            endpoint, max_connections=max_connections, qps=qps, burst=burst,
+            on_throttled=on_throttled,
+        )  # fmt: skip
 
     async def send(
         self, request: ApiRequest, *, budget: float = DEFAULT_REQUEST_TIMEOUT

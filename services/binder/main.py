@@ -80,6 +80,7 @@ class Binder:
             qps=settings.qps,
             burst=settings.burst,
             max_connections=2 * max(1, settings.workers),
+            on_throttled=lambda _retry_after: metrics.api_throttled.inc(),
         )
         await kube.start()
         reporter = self._reporter = OutcomeReporter(

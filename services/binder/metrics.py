@@ -61,6 +61,12 @@ class BinderMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self._volume_metrics()
+        self._link_metrics()
+
+    def _link_metrics(self) -> None:
+        """The binder's two links: outcome reports to the scheduler, requests to the API
+        server."""
         self.reconnects = Counter(
             "splitsched_grpc_stream_reconnects",
             "Times a lost gRPC connection to a peer was re-established (stream=scheduler: "
@@ -73,7 +79,13 @@ class BinderMetrics:
             "Outcomes not yet acknowledged by the scheduler.",
             registry=self.registry,
         )
-        self._volume_metrics()
+        self.api_throttled = Counter(
+            "splitsched_binder_api_throttled_total",
+            "Answers of the API server's own throttling (429 with Retry-After: API Priority "
+            "and Fairness or max-in-flight), each of which held every new request of this "
+            "binder until its Retry-After passed.",
+            registry=self.registry,
+        )
 
     def _volume_metrics(self) -> None:
         self.volume_steps = Counter(

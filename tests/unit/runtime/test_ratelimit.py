@@ -1,0 +1,164 @@
+"""The client's pacing (``splitsched.runtime.ratelimit``) on a FakeClock: the server's 429
+with Retry-After holds every new request until it passes, a configured rate is halved once
+per hold-off and climbs back, an episode is logged once; and which 429s count as the
+server's throttling (``kubeclient.server_throttled``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from splitsched.core.clock import FakeClock
+from splitsched.runtime import kubeclient, ratelimit
+
+
+class Rig:
+    """A limiter whose sleep moves the fake clock, recording each sleep."""
+
+    def __init__(self, *, qps: float = 0.0, burst: int = 1) -> None:
+        self.clock = FakeClock(100.0)
+        self.sleeps: list[float] = []
+        self.told: list[float] = []
+        self.limiter = ratelimit.RateLimiter(
+            qps=qps, burst=burst, server="https://api", clock=self.clock, sleep=self.sleep,
+            on_throttled=self.told.append,
+        )  # fmt: skip
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.clock.advance(seconds)
+        await asyncio.sleep(0)
+
+    def acquire_at(self) -> float:
+        """Acquire once; the fake time it was granted."""
+        asyncio.run(self.limiter.acquire())
+        return self.clock.now()
+
+
+def test_without_429_and_without_a_rate_nothing_waits() -> None:
+    rig = Rig()
+    assert [rig.acquire_at() for _ in range(5)] == [100.0] * 5
+    assert rig.sleeps == []
+
+
+def test_a_429_holds_every_new_request_until_retry_after_passes() -> None:
+    rig = Rig()
+    rig.limiter.throttled(2.0)
+    assert rig.told == [2.0]
+    assert rig.limiter.holding() == 2.0
+    assert rig.acquire_at() == 102.0
+    assert rig.acquire_at() == 102.0  # held once, not per request
+    assert rig.limiter.holding() == 0.0
+
+
+def test_a_later_429_extends_the_hold_off_and_a_shorter_one_does_not_shorten_it() -> None:
+    rig = Rig()
+    rig.limiter.throttled(3.0)
+    rig.clock.advance(1.0)
+    rig.limiter.throttled(1.0)  # until 102, already held until 103
+    assert rig.limiter.holding() == 2.0
+    rig.limiter.throttled(5.0)
+    assert rig.acquire_at() == 106.0
+
+
+def test_waiters_already_queued_wait_for_the_hold_off() -> None:
+    rig = Rig(qps=10.0, burst=1)
+
+    async def run() -> list[float]:
+        granted: list[float] = []
+
+        async def one() -> None:
+            await rig.limiter.acquire()
+            granted.append(rig.clock.now())
+
+        first = asyncio.create_task(one())
+        await first  # the burst's token
+        rest = [asyncio.create_task(one()) for _ in range(3)]
+        await asyncio.sleep(0)  # queued on the bucket
+        rig.limiter.throttled(1.0)
+        await asyncio.gather(*rest)
+        return granted
+
+    granted = asyncio.run(run())
+    assert granted[0] == 100.0
+    assert all(t >= 101.0 for t in granted[1:])
+
+
+def test_a_429_halves_a_configured_rate_once_per_hold_off_then_it_climbs_back() -> None:
+    rig = Rig(qps=16.0, burst=1)
+    limiter = rig.limiter
+    limiter.throttled(1.0)
+    assert limiter.rate() == 8.0
+    limiter.throttled(1.0)  # the same hold-off: answers to requests sent before it
+    assert limiter.rate() == 8.0
+    rig.clock.advance(1.0)
+    limiter.throttled(1.0)  # a request sent after the hold-off was throttled again
+    lowered = (8.0 + 16.0 / ratelimit.RECOVERY_SECONDS) / 2  # halved after 1 s of climbing
+    assert limiter.rate() == pytest.approx(lowered)
+    rig.clock.advance(ratelimit.RECOVERY_SECONDS / 2)
+    assert limiter.rate() == pytest.approx(lowered + 8.0)
+    rig.clock.advance(ratelimit.RECOVERY_SECONDS)
+    assert limiter.rate() == 16.0
+
+
+def test_halving_stops_at_the_floor() -> None:
+    rig = Rig(qps=16.0, burst=1)
+    for _ in range(10):
+        rig.limiter.throttled(1.0)
+        rig.clock.advance(1.0)
+    assert rig.limiter.rate() >= 16.0 * ratelimit.MIN_RATE_FRACTION
+
+
+def test_no_burst_when_a_hold_off_ends() -> None:
+    """Tokens do not pile up while held: after the hold-off requests leave at the lowered
+    rate, one every 1/rate seconds."""
+    rig = Rig(qps=10.0, burst=10)
+    rig.limiter.throttled(5.0)
+    times = [rig.acquire_at() for _ in range(3)]
+    assert times[0] > 105.0
+    assert times[1] - times[0] == pytest.approx(1 / rig.limiter.rate(), rel=0.2)
+
+
+def test_an_episode_is_logged_once_and_its_end_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="splitsched.kubeclient")
+    rig = Rig()
+    for _ in range(50):
+        rig.limiter.throttled(1.0)
+    rig.acquire_at()
+    started = [r for r in caplog.records if "throttles us" in r.message]
+    assert len(started) == 1 and "https://api" in started[0].message
+    assert not [r for r in caplog.records if "stopped throttling" in r.message]
+    rig.clock.advance(ratelimit.EPISODE_QUIET)
+    rig.acquire_at()
+    rig.acquire_at()
+    ended = [r for r in caplog.records if "stopped throttling" in r.message]
+    assert len(ended) == 1 and "50 throttled answers" in ended[0].message
+    rig.limiter.throttled(1.0)  # a new episode
+    assert len([r for r in caplog.records if "throttles us" in r.message]) == 2
+
+
+@pytest.mark.parametrize(
+    ("response", "throttled"),
+    [
+        # API Priority and Fairness and max-in-flight answer in plain text.
+        (kubeclient.Response(429, "Too many requests, please try again later.\n", 1.0), True),
+        (kubeclient.Response(429, {"kind": "Status", "reason": "TooManyRequests"}, 1.0), True),
+        (kubeclient.Response(429, "slow down", None), False),  # no Retry-After
+        (kubeclient.Response(503, "unavailable", 1.0), False),
+        # The Eviction API refusing for a disruption budget is about one pod.
+        (
+            kubeclient.Response(
+                429,
+                {"kind": "Status", "details": {"causes": [{"reason": "DisruptionBudget"}]}},
+                10.0,
+            ),
+            False,
+        ),
+    ],
+)
+def test_which_answers_are_the_servers_throttling(
+    response: kubeclient.Response, throttled: bool
+) -> None:
+    assert kubeclient.server_throttled(response) is throttled
