@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
@@ -286,7 +286,20 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
-def server_throttled(response: Response) -> bool:
+class Answered(Protocol):
+    """What `server_throttled` reads of an answer (`Response` is one)."""
+
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def body(self) -> Any: ...
+
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+def server_throttled(response: Answered) -> bool:
     """A 429 with Retry-After that speaks for the server, not for one object: the answer of
     API Priority and Fairness or the max-in-flight limit (plain text), or a Status with no
     causes. The Eviction API's refusal (a disruption budget) names its cause and is about
@@ -342,6 +355,18 @@ class KubeClient:
         await self.start()
         assert self._session is not None
         await self.limiter.acquire()
+        try:
+            response = await self._send(method, path, body, content_type, budget)
+            if response.retry_after is not None and server_throttled(response):
+                self.limiter.throttled(response.retry_after)
+            return response
+        finally:
+            self.limiter.release()
+
+    async def _send(
+        self, method: str, path: str, body: Any, content_type: str, budget: float
+    ) -> Response:
+        assert self._session is not None
         headers = self.endpoint.headers()
         data: bytes | None = None
         if body is not None:
@@ -362,14 +387,11 @@ class KubeClient:
                 decoded = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 decoded = raw.decode("utf-8", "replace")
-        response = Response(
+        return Response(
             status=resp.status,
             body=decoded,
             retry_after=parse_retry_after(resp.headers.get("Retry-After")),
         )
-        if response.retry_after is not None and server_throttled(response):
-            self.limiter.throttled(response.retry_after)
-        return response
 
     async def close(self) -> None:
         if self._session is not None:

@@ -32,8 +32,9 @@ class Rig:
         await asyncio.sleep(0)
 
     def acquire_at(self) -> float:
-        """Acquire once; the fake time it was granted."""
+        """Acquire once (and release: the answer came); the fake time it was granted."""
         asyncio.run(self.limiter.acquire())
+        self.limiter.release()
         return self.clock.now()
 
 
@@ -72,6 +73,7 @@ def test_waiters_already_queued_wait_for_the_hold_off() -> None:
         async def one() -> None:
             await rig.limiter.acquire()
             granted.append(rig.clock.now())
+            rig.limiter.release()
 
         first = asyncio.create_task(one())
         await first  # the burst's token
@@ -162,3 +164,76 @@ def test_which_answers_are_the_servers_throttling(
     response: kubeclient.Response, throttled: bool
 ) -> None:
     assert kubeclient.server_throttled(response) is throttled
+
+
+def test_a_429_halves_the_requests_in_flight_then_the_window_widens_and_lifts() -> None:
+    rig = Rig()
+    limiter = rig.limiter
+
+    async def run() -> list[int]:
+        for _ in range(8):  # eight requests in flight
+            await limiter.acquire()
+        assert limiter.window.limit is None
+        limiter.throttled(1.0)
+        assert limiter.window.limit == 4.0  # half of the eight then in flight
+        for _ in range(8):
+            limiter.release()
+        granted: list[int] = []
+
+        async def one(i: int) -> None:
+            await limiter.acquire()
+            granted.append(i)
+
+        tasks = [asyncio.create_task(one(i)) for i in range(8)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        held = len(granted)  # Retry-After has passed (the fake sleep moved the clock)
+        in_window = len(granted)
+        rig.clock.advance(ratelimit.WIDEN_SECONDS)
+        limiter.release()  # an answer: the window is one wider now, room for two
+        for _ in range(5):
+            await asyncio.sleep(0)
+        widened = len(granted)
+        rig.clock.advance(ratelimit.EPISODE_QUIET)
+        for _ in range(limiter.window.inflight):
+            limiter.release()
+        await limiter.acquire()  # ends the quiet episode: the window is lifted
+        await asyncio.gather(*tasks)
+        return [held, in_window, widened, len(granted)]
+
+    assert asyncio.run(run()) == [4, 4, 6, 8]
+    assert rig.limiter.window.limit is None
+
+
+def test_quiet_counts_from_the_end_of_a_long_hold_off() -> None:
+    """Nothing is sent during a hold-off, so its silence says nothing: the window stays
+    until EPISODE_QUIET has passed after it."""
+    rig = Rig()
+    rig.limiter.throttled(30.0)
+    assert rig.acquire_at() == 130.0
+    assert rig.limiter.window.limit == 1.0
+    rig.clock.advance(ratelimit.EPISODE_QUIET - 1)
+    rig.acquire_at()
+    assert rig.limiter.window.limit is not None
+    rig.clock.advance(1)
+    rig.acquire_at()
+    assert rig.limiter.window.limit is None
+
+
+def test_the_window_is_halved_once_per_hold_off() -> None:
+    rig = Rig()
+    limiter = rig.limiter
+
+    async def run() -> None:
+        for _ in range(16):
+            await limiter.acquire()
+        limiter.throttled(1.0)
+        limiter.throttled(1.0)  # answers to requests sent before the hold-off
+        assert limiter.window.limit == 8.0
+        rig.clock.advance(1.0)
+        limiter.throttled(1.0)  # a request sent after it was refused again
+        assert limiter.window.limit == 4.0
+        rig.clock.advance(1.0 + ratelimit.WIDEN_SECONDS * 3)
+        assert limiter.window.limit == 7.0  # one more every WIDEN_SECONDS after the hold
+
+    asyncio.run(run())
