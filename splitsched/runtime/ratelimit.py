@@ -68,6 +68,10 @@ class Window:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake()  # woken, then cancelled: pass the room on
+                raise
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)

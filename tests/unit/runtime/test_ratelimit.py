@@ -237,3 +237,21 @@ def test_the_window_is_halved_once_per_hold_off() -> None:
         assert limiter.window.limit == 7.0  # one more every WIDEN_SECONDS after the hold
 
     asyncio.run(run())
+
+
+def test_a_waiter_cancelled_after_it_was_woken_passes_the_room_on() -> None:
+    rig = Rig()
+    limiter = rig.limiter
+
+    async def run() -> None:
+        await limiter.acquire()
+        limiter.throttled(0.0)  # a window of one, taken
+        first = asyncio.create_task(limiter.acquire())
+        second = asyncio.create_task(limiter.acquire())
+        await asyncio.sleep(0)
+        limiter.release()  # wakes `first` ...
+        first.cancel()  # ... which is cancelled before it runs
+        await asyncio.wait_for(second, timeout=5)
+        assert limiter.window.inflight == 1
+
+    asyncio.run(run())
