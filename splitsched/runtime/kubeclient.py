@@ -13,6 +13,7 @@ fields we need. A configuration that cannot be used fails at start with a
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import ssl
 import time
@@ -351,11 +352,16 @@ class KubeClient:
         content_type: str = "application/json",
         budget: float = 10.0,
     ) -> Response:
-        """One request taking at most `budget` seconds; JSON in, JSON out."""
+        """One request taking at most `budget` seconds, the wait for the limiter included
+        (a request held back past its budget is never sent: raises TimeoutError, and a
+        Binding cannot land after its decision's deadline); JSON in, JSON out."""
         await self.start()
         assert self._session is not None
-        await self.limiter.acquire()
+        start = time.monotonic()
+        async with asyncio.timeout(budget):
+            await self.limiter.acquire()
         try:
+            budget -= time.monotonic() - start
             response = await self._send(method, path, body, content_type, budget)
             if response.retry_after is not None and server_throttled(response):
                 self.limiter.throttled(response.retry_after)

@@ -255,3 +255,20 @@ def test_a_waiter_cancelled_after_it_was_woken_passes_the_room_on() -> None:
         assert limiter.window.inflight == 1
 
     asyncio.run(run())
+
+
+def test_a_request_held_back_past_its_budget_is_never_sent() -> None:
+    """A Binding must not land after its decision's deadline: the wait in the limiter
+    counts against the request's budget, and a request out of budget is not sent."""
+
+    async def run() -> None:
+        client = kubeclient.KubeClient(kubeclient.KubeEndpoint(host="http://127.0.0.1:9"))
+        client.limiter.throttled(30.0)
+        try:
+            with pytest.raises(TimeoutError):
+                await client.request("POST", "/binding", body={}, budget=0.05)
+            assert client.limiter.window.inflight == 0  # nothing was sent
+        finally:
+            await client.close()
+
+    asyncio.run(run())
