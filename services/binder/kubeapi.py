@@ -11,8 +11,8 @@ model classes cost far more than the JSON we need.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -51,8 +51,12 @@ class KubeClient(kubeclient.KubeClient):
         burst: int = 0,
         max_connections: int = 64,
         requests: Counter | None = None,
+        on_throttled: Callable[[float], None] | None = None,
     ) -> None:
-        super().__init__(endpoint, max_connections=max_connections, qps=qps, burst=burst)
+        super().__init__(
+            endpoint, max_connections=max_connections, qps=qps, burst=burst,
+            on_throttled=on_throttled,
+        )  # fmt: skip
         #: Counts the requests sent (by method), so a bench can check the rate the limiter
         #: let through (``splitsched_binder_api_requests_total``).
         self._requests = requests
@@ -66,15 +70,13 @@ class KubeClient(kubeclient.KubeClient):
         content_type: str = "application/json",
         budget: float = 10.0,
     ) -> HttpResult:
-        """The runtime client's request with its wait for a rate-limit token inside
-        ``budget``: a request is never sent after its budget (a Binding's deadline; the
-        scheduler may have given the room to another pod by then). Counted when answered
-        or failed on the network; not when the budget ran out (it may never have left)."""
+        """The runtime client's request (its wait for the limiter is inside ``budget``: a
+        request is never sent after it), counted when answered or failed on the network;
+        not when the budget ran out (it may never have left)."""
         try:
-            async with asyncio.timeout(budget):
-                response = await super().request(
-                    method, path, body=body, content_type=content_type, budget=budget
-                )
+            response = await super().request(
+                method, path, body=body, content_type=content_type, budget=budget
+            )
         except TimeoutError:  # an OSError too: the budget ran out, maybe before sending
             raise
         except (aiohttp.ClientError, OSError):

@@ -81,6 +81,7 @@ class Binder:
             burst=settings.burst,
             max_connections=2 * max(1, settings.workers),
             requests=metrics.api_requests,
+            on_throttled=lambda _retry_after: metrics.api_throttled.inc(),
         )
         await kube.start()
         reporter = self._reporter = OutcomeReporter(

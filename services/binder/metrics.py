@@ -63,6 +63,12 @@ class BinderMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self._volume_metrics()
+        self._link_metrics()
+
+    def _link_metrics(self) -> None:
+        """The binder's two links: outcome reports to the scheduler, requests to the API
+        server."""
         self.reconnects = Counter(
             "splitsched_grpc_stream_reconnects",
             "Times a lost gRPC connection to a peer was re-established (stream=scheduler: "
@@ -98,6 +104,13 @@ class BinderMetrics:
             "API requests answered or failed, by HTTP method: every one passed the "
             "--qps/--burst limiter first.",
             ["method"],
+            registry=self.registry,
+        )
+        self.api_throttled = Counter(
+            "splitsched_binder_api_throttled_total",
+            "Answers of the API server's own throttling (429 with Retry-After: API Priority "
+            "and Fairness or max-in-flight), each of which held every new request of this "
+            "binder until its Retry-After passed.",
             registry=self.registry,
         )
 

@@ -4,7 +4,9 @@
 
 ``services.binder.worker`` calls ``scheduled`` after a BOUND outcome is reported,
 ``preempted`` on each evicted victim, ``unschedulable`` for the scheduler's reports.
-Scheduled and Preempted are best-effort, one try each. FailedScheduling and the condition
+Scheduled and Preempted are best-effort, one try each, but for the API server's own
+throttling (429 with Retry-After): that request never ran, so it is sent again, after the
+client's shared hold-off, a bounded number of times. FailedScheduling and the condition
 are the only record of why a pod waits, so each is retried through 5xx, 429 and resets, a
 bounded number of times, and a write that did not land is logged.
 """
@@ -21,6 +23,7 @@ from services.binder.apirequests import ApiRequest
 from services.binder.events import EventSource
 from services.binder.jobs import BindJob, PodKey, PreemptJob
 from services.binder.retrying import MAX_REQUEST_TIMEOUT, NETWORK_ERRORS, Retrier
+from splitsched.runtime import kubeclient
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +31,8 @@ log = logging.getLogger(__name__)
 #: the Binding's backoff (Retry-After honoured) for at most this long and this many tries.
 UNSCHEDULABLE_WRITE_SECONDS = 30.0
 UNSCHEDULABLE_WRITE_ATTEMPTS = 8
+#: Tries of a best-effort Event the API server throttles (the hold-off paces them).
+THROTTLED_EVENT_ATTEMPTS = 5
 
 
 class Recorder:
@@ -69,11 +74,14 @@ class Recorder:
 
     async def _create_once(self, event: dict[str, Any]) -> None:
         request = apirequests.create_event(event)
-        try:
-            answer = await self._retrier.sender.send(request, budget=MAX_REQUEST_TIMEOUT)
-        except NETWORK_ERRORS as exc:
-            log.warning("%s not written: %s", request.what, exc)
-            return
+        for _ in range(THROTTLED_EVENT_ATTEMPTS):
+            try:
+                answer = await self._retrier.sender.send(request, budget=MAX_REQUEST_TIMEOUT)
+            except NETWORK_ERRORS as exc:
+                log.warning("%s not written: %s", request.what, exc)
+                return
+            if not kubeclient.server_throttled(answer):
+                break
         if answer.status >= 300:
             log.warning("%s not written: HTTP %d %s", request.what, answer.status, answer.message)
 

@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import orjson
 import yaml
 
+from splitsched.runtime import ratelimit
 from splitsched.runtime.config import ConfigError
 
 #: What a request to the API server raises when the network fails (not an HTTP answer).
@@ -286,28 +287,31 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
-class RateLimiter:
-    """A token bucket (client-side ``--qps``/``--burst``, like client-go's); qps 0 = off."""
+class Answered(Protocol):
+    """What `server_throttled` reads of an answer (`Response` is one)."""
 
-    def __init__(self, *, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = float(max(1, burst))
-        self._tokens = self._burst
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
+    @property
+    def status(self) -> int: ...
 
-    async def acquire(self) -> None:
-        if self._qps <= 0:
-            return
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-                self._last = now
-                if self._tokens >= 1.0:
-                    self._tokens -= 1.0
-                    return
-                await asyncio.sleep((1.0 - self._tokens) / self._qps)
+    @property
+    def body(self) -> Any: ...
+
+    @property
+    def retry_after(self) -> float | None: ...
+
+
+def server_throttled(response: Answered) -> bool:
+    """A 429 with Retry-After that speaks for the server, not for one object: the answer of
+    API Priority and Fairness or the max-in-flight limit (plain text), or a Status with no
+    causes. The Eviction API's refusal (a disruption budget) names its cause and is about
+    one pod: it must not hold back the client's other requests."""
+    if response.status != 429 or response.retry_after is None:
+        return False
+    body = response.body
+    if not isinstance(body, dict):
+        return True
+    details = body.get("details")
+    return not (isinstance(details, dict) and details.get("causes"))
 
 
 class KubeClient:
@@ -321,9 +325,14 @@ class KubeClient:
         max_connections: int = 4,
         qps: float = 0.0,
         burst: int = 0,
+        on_throttled: Callable[[float], None] | None = None,
     ) -> None:
+        """`on_throttled` is told the Retry-After of each throttling answer (a metric)."""
         self.endpoint = endpoint
-        self._limiter = RateLimiter(qps=qps, burst=burst or max(1, int(qps)))
+        self.limiter = ratelimit.RateLimiter(
+            qps=qps, burst=burst or max(1, int(qps)), server=endpoint.host,
+            on_throttled=on_throttled,
+        )  # fmt: skip
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
@@ -343,10 +352,27 @@ class KubeClient:
         content_type: str = "application/json",
         budget: float = 10.0,
     ) -> Response:
-        """One request taking at most `budget` seconds; JSON in, JSON out."""
+        """One request taking at most `budget` seconds, the wait for the limiter included
+        (a request held back past its budget is never sent: raises TimeoutError, and a
+        Binding cannot land after its decision's deadline); JSON in, JSON out."""
         await self.start()
         assert self._session is not None
-        await self._limiter.acquire()
+        start = time.monotonic()
+        async with asyncio.timeout(budget):
+            await self.limiter.acquire()
+        try:
+            budget -= time.monotonic() - start
+            response = await self._send(method, path, body, content_type, budget)
+            if response.retry_after is not None and server_throttled(response):
+                self.limiter.throttled(response.retry_after)
+            return response
+        finally:
+            self.limiter.release()
+
+    async def _send(
+        self, method: str, path: str, body: Any, content_type: str, budget: float
+    ) -> Response:
+        assert self._session is not None
         headers = self.endpoint.headers()
         data: bytes | None = None
         if body is not None:

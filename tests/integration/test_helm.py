@@ -225,6 +225,11 @@ BAD_VALUES: dict[str, tuple[list[str], str]] = {
         "/scheduler/config",
     ),
     "workers zero": (["binder.workers=0"], "/binder/workers"),
+    "flow control with no queue": (["binder.flowControl.queues=0"], "/binder/flowControl/queues"),
+    "flow control lends over 100%": (
+        ["watcher.flowControl.lendablePercent=101"],
+        "/watcher/flowControl/lendablePercent",
+    ),
     "tls certificates valid no day": (["tls.validityDays=0"], "/tls/validityDays"),
     "tls issuer of an unknown kind": (["tls.certManager.issuerRef.kind=Vault"], "kind"),
     "network policy peer typo": (

@@ -88,8 +88,11 @@ async def harness(
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     kube_port = runner.addresses[0][1]
-    client = KubeClient(KubeEndpoint(host=f"http://127.0.0.1:{kube_port}"))
     metrics = BinderMetrics()
+    client = KubeClient(
+        KubeEndpoint(host=f"http://127.0.0.1:{kube_port}"),
+        on_throttled=lambda _retry_after: metrics.api_throttled.inc(),
+    )
     fake_scheduler = FakeScheduler()
     sched_server: grpc.aio.Server | None = None
     scheduler_port = free_port()

@@ -435,3 +435,60 @@ spec:
 {{- define "splitsched.podPeer" -}}
 {{- toJson (list (dict "podSelector" (dict "matchLabels" (include "splitsched.selectorLabels" . | fromYaml)))) -}}
 {{- end -}}
+
+{{/*
+API Priority and Fairness for one component (when <component>.flowControl.enabled): a
+PriorityLevelConfiguration of its own and a FlowSchema sending every request of its
+ServiceAccount there, so its bursts queue among themselves and neither starve the
+cluster's other clients nor each other (docs/deploy.md, "API Priority and Fairness").
+`distinguisher` is the FlowSchema's distinguisherMethod type. Left out where the API
+server does not serve flowcontrol v1 (before Kubernetes 1.29).
+*/}}
+{{- define "splitsched.flowControl" -}}
+{{- $fc := (index .ctx.Values .component).flowControl -}}
+{{- if and $fc.enabled (.ctx.Capabilities.APIVersions.Has "flowcontrol.apiserver.k8s.io/v1") }}
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: PriorityLevelConfiguration
+metadata:
+  name: {{ include "splitsched.componentName" . }}
+  labels:
+    {{- include "splitsched.labels" . | nindent 4 }}
+spec:
+  type: Limited
+  limited:
+    nominalConcurrencyShares: {{ $fc.nominalConcurrencyShares }}
+    lendablePercent: {{ $fc.lendablePercent }}
+    borrowingLimitPercent: {{ $fc.borrowingLimitPercent }}
+    limitResponse:
+      type: Queue
+      queuing:
+        queues: {{ $fc.queues }}
+        handSize: {{ $fc.handSize }}
+        queueLengthLimit: {{ $fc.queueLengthLimit }}
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata:
+  name: {{ include "splitsched.componentName" . }}
+  labels:
+    {{- include "splitsched.labels" . | nindent 4 }}
+spec:
+  priorityLevelConfiguration:
+    name: {{ include "splitsched.componentName" . }}
+  matchingPrecedence: {{ $fc.matchingPrecedence }}
+  distinguisherMethod:
+    type: {{ .distinguisher }}
+  rules:
+    - subjects:
+        - kind: ServiceAccount
+          serviceAccount:
+            name: {{ include "splitsched.componentName" . }}
+            namespace: {{ .ctx.Release.Namespace }}
+      resourceRules:
+        - verbs: ["*"]
+          apiGroups: ["*"]
+          resources: ["*"]
+          clusterScope: true
+          namespaces: ["*"]
+{{- end }}
+{{- end -}}

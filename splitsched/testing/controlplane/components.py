@@ -80,10 +80,11 @@ def apiserver_argv(binary: Path, state: ControlPlaneState, *, pki: Path) -> list
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         *_admission_and_kubelet_flags(state, pki),
-        # Lean for small machines; benchmarks send bursts.
-        "--enable-priority-and-fairness=false",
-        "--max-requests-inflight=2000",
-        "--max-mutating-requests-inflight=1000",
+        # API Priority and Fairness on, as in every real cluster; its total concurrency is
+        # the sum of these two (generous by default: benchmarks send bursts).
+        "--enable-priority-and-fairness=true",
+        f"--max-requests-inflight={state.max_requests_inflight}",
+        f"--max-mutating-requests-inflight={state.max_mutating_requests_inflight}",
         "--profiling=false",
         "--v=1",
     ]

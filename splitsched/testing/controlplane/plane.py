@@ -46,14 +46,18 @@ class ControlPlane:
         *,
         die_with_parent: bool = False,
         node_address: str | None = None,
+        inflight: tuple[int, int] | None = None,
     ) -> None:
         """``die_with_parent``: children get SIGKILL if this Python process dies (fixtures).
         ``node_address``: real-node mode (``splitsched.testing.realnode``): kube-apiserver
         serves on this address of the node bridge, so pods reach it, and
-        kube-controller-manager runs too."""
+        kube-controller-manager runs too. ``inflight``: kube-apiserver's
+        ``(--max-requests-inflight, --max-mutating-requests-inflight)`` instead of the
+        generous defaults, whose sum API Priority and Fairness shares among its levels."""
         self.state_dir = Path(state_dir).resolve() if state_dir else default_state_dir()
         self.die_with_parent = die_with_parent
         self.node_address = node_address
+        self.inflight = inflight
         self._processes = ProcessFiles(self.state_dir, die_with_parent=die_with_parent)
 
     # -- paths -------------------------------------------------------------------------
@@ -143,6 +147,8 @@ class ControlPlane:
             controller_manager_port=free_port(),
             scheduler_port=free_port() if self.node_address else 0,
         )
+        if self.inflight is not None:
+            state.max_requests_inflight, state.max_mutating_requests_inflight = self.inflight
         save_state(self.state_path, state)
         kubeconfigs.write(
             self.kubeconfig_path, pki.admin_kubeconfig(self.pki_dir, state.server_url)

@@ -42,6 +42,11 @@ class ControlPlaneState:
     #: (real-node mode only).
     controller_manager_port: int = 0
     scheduler_port: int = 0
+    #: kube-apiserver's in-flight limits; with API Priority and Fairness their sum is the
+    #: server's concurrency, shared among the priority levels. A test that squeezes a
+    #: level starts a control plane with small ones (``ControlPlane(inflight=...)``).
+    max_requests_inflight: int = 2000
+    max_mutating_requests_inflight: int = 1000
 
     @property
     def real_node(self) -> bool:

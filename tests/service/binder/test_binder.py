@@ -224,6 +224,29 @@ def test_429_retry_after_is_honoured() -> None:
     run(body())
 
 
+def test_a_429_holds_the_other_bindings_of_the_binder_too() -> None:
+    """The server's throttling is about the whole client: a binding accepted after p1's
+    429 (Retry-After 1) waits for it too, though its own request was never refused."""
+
+    async def body() -> None:
+        async with harness(backoff_base=0.001, backoff_cap=0.002) as h:
+            add_pod(h, "p1")
+            add_pod(h, "p2")
+            h.kube.script[("ns", "p1")] = [Scripted(429, retry_after="1")]
+            await accept(h, bind_request("d1", "p1"))
+            await asyncio.sleep(0.1)  # p1's 429 has come back
+            await accept(h, bind_request("d2", "p2"))
+            assert (await h.outcome("d2")).result == Outcome.BOUND
+            assert (await h.outcome("d1")).result == Outcome.BOUND
+            refused_at = h.kube.bindings[0][0]
+            p2_at = next(t for t, _, name, _ in h.kube.bindings if name == "p2")
+            assert p2_at - refused_at >= 0.95
+            throttled = h.metrics.registry.get_sample_value("splitsched_binder_api_throttled_total")
+            assert throttled == 1
+
+    run(body())
+
+
 def test_max_attempts_exhausted_is_deadline_exceeded() -> None:
     async def body() -> None:
         async with harness() as h:

@@ -113,6 +113,23 @@ async def rig() -> AsyncIterator[Rig]:
         await runner.cleanup()
 
 
+def test_a_throttled_scheduled_event_is_sent_again_after_the_hold_off() -> None:
+    """Best-effort as the Scheduled Event is, the server's 429 means it never ran: it is
+    sent again once Retry-After has passed (a 503 would drop it)."""
+
+    async def body() -> None:
+        async with rig() as r:
+            r.kube.pods[("ns", "p1")] = FakePod(uid="uid-p1")
+            r.proxy.add(Fault.THROTTLE, method="POST", path=EVENTS, seconds=0.2, count=2)
+            accepted = await r.stub.Bind(bind_request("d1", "p1"))
+            assert accepted.accepted
+            events = await eventually(lambda: r.kube.events)
+            assert [e["reason"] for e in events] == ["Scheduled"]
+            assert r.tries("POST", EVENTS) == 3
+
+    run(body())
+
+
 def test_a_503_then_success_still_writes_event_and_condition() -> None:
     async def body() -> None:
         async with rig() as r:

@@ -47,12 +47,21 @@ def test_command_lines_use_the_recorded_ports(tmp_path: Path) -> None:
     assert "--secure-port=21003" in apiserver
     assert "--etcd-servers=http://127.0.0.1:21001" in apiserver
     assert f"--client-ca-file={tmp_path / 'ca.crt'}" in apiserver
+    assert "--enable-priority-and-fairness=true" in apiserver  # as in real clusters
+    assert "--max-requests-inflight=2000" in apiserver
     kwok = components.kwok_argv(
         tmp_path / "kwok", STATE, kubeconfig=tmp_path / "k", config=tmp_path / "c"
     )
     assert "--server-address=127.0.0.1:21004" in kwok
     assert "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake" in kwok
     assert STATE.server_url == "https://127.0.0.1:21003"
+
+
+def test_small_inflight_limits_reach_the_command_line(tmp_path: Path) -> None:
+    small = ControlPlaneState(1, 2, 3, 4, max_requests_inflight=8, max_mutating_requests_inflight=4)
+    apiserver = components.apiserver_argv(tmp_path / "kube-apiserver", small, pki=tmp_path)
+    assert "--max-requests-inflight=8" in apiserver
+    assert "--max-mutating-requests-inflight=4" in apiserver
 
 
 def test_kwok_config_needs_node_and_pod_stages(tmp_path: Path) -> None:
