@@ -76,7 +76,6 @@ class BinderMetrics:
             ["stream"],
             registry=self.registry,
         )
-        self._volume_metrics()
         self._depth_metrics()
 
     def _depth_metrics(self) -> None:
