@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from splitsched.runtime import tasksgauge
-
 
 class BinderMetrics:
     """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog;
@@ -18,7 +16,6 @@ class BinderMetrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
-        tasksgauge.register(self.registry)
         self.binding_attempts = Counter(
             "splitsched_binder_binding_attempts_total",
             "Binding API calls by HTTP status code ('error' for network errors).",
