@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -51,7 +52,7 @@ def markdown(result: SoakResult, *, command: str) -> str:
         "",
         f"`{command}` at commit {_commit()}; warm-up {o.warmup_minutes:g} min; "
         f"{result.seconds / 60:.1f} min in all with setup and teardown.",
-        f"Machine load (1-min loadavg, 2 cores shared with another helper's bench): "
+        f"Machine load (1-min loadavg at each check, {os.cpu_count()} cores, shared): "
         f"min {min(loads):.2f}, max {max(loads):.2f}, mean {sum(loads) / len(loads):.2f}.",
         "",
         "## Slopes after the warm-up (least squares; fitted start→end, per minute)",
@@ -64,6 +65,7 @@ def markdown(result: SoakResult, *, command: str) -> str:
         f"Preemption rounds: {len(result.rounds)}, "
         f"{sum(1 for r in result.rounds if not r.failures)} clean; pods evicted in all: "
         f"{sum(r.evicted for r in result.rounds)}.",
+        *_late_records(result),
         "",
         "Churn actions: " + ", ".join(f"{k} {v}" for k, v in sorted(result.churn.items())),
         "",
@@ -75,12 +77,36 @@ def markdown(result: SoakResult, *, command: str) -> str:
     return "\n".join(lines)
 
 
+def _late_records(result: SoakResult) -> list[str]:
+    """Rounds whose pending pods got their FailedScheduling reason late (best effort: a
+    report dropped by a restarting binder is made again at the pod's next attempt)."""
+    late = [
+        f"round {r.number}: {', '.join(r.recorded_late)}" for r in result.rounds if r.recorded_late
+    ]
+    end = [
+        f"round {r.number}: {', '.join(r.unrecorded_at_end)}"
+        for r in result.rounds
+        if r.unrecorded_at_end
+    ]
+    out = (
+        [f"FailedScheduling reason late (seconds after settling): {'; '.join(late)}."]
+        if late
+        else []
+    )
+    if end:
+        out.append(
+            f"Still without a reason when the run ended (within the grace): {'; '.join(end)}."
+        )
+    return out
+
+
 def write(result: SoakResult, results_dir: Path, *, command: str) -> Path:
     stem = results_dir / f"soak-{dt.datetime.now(dt.UTC).strftime('%Y-%m-%dT%H%M')}"
     results_dir.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".md").write_text(markdown(result, command=command))
     payload = asdict(result)
     payload["reports"] = report.as_json(result.reports)
+    payload["churn"] = dict(result.churn)  # asdict makes a Counter of its (key, count) pairs
     payload["invariant_failures"] = result.invariant_failures()
     payload["goal_failures"] = result.goal_failures()
     stem.with_suffix(".json").write_text(json.dumps(payload, indent=1, default=str) + "\n")
