@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results-dir", type=Path, default=RESULTS)
     p.add_argument("--workdir", type=Path, help="logs and state (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the control plane's state dir")
+    p.add_argument(
+        "--watcher-ring-size",
+        type=int,
+        default=d.watcher_ring_size,
+        help="the watcher's --ring-size: small enough to fill in the warm-up (0: its default)",
+    )
     return p
 
 
@@ -51,6 +57,7 @@ def markdown(result: SoakResult, *, command: str) -> str:
         f"# Soak {result.started_at}: {o.minutes:g} minutes on {o.nodes} kwok nodes",
         "",
         f"`{command}` at commit {_commit()}; warm-up {o.warmup_minutes:g} min; "
+        f"watcher ring {o.watcher_ring_size or 'default'} deltas{_ring_full(result)}; "
         f"{result.seconds / 60:.1f} min in all with setup and teardown.",
         f"Machine load (1-min loadavg at each check, {os.cpu_count()} cores, shared): "
         f"min {min(loads):.2f}, max {max(loads):.2f}, mean {sum(loads) / len(loads):.2f}.",
@@ -75,6 +82,12 @@ def markdown(result: SoakResult, *, command: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _ring_full(result: SoakResult) -> str:
+    size = result.options.watcher_ring_size
+    full = [s.t for s in result.samples if s.ring is not None and size and s.ring >= size]
+    return f", full from minute {min(full) / 60:.1f}" if full else ", never full"
 
 
 def _late_records(result: SoakResult) -> list[str]:
@@ -120,8 +133,8 @@ def write(result: SoakResult, results_dir: Path, *, command: str) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    opts = Options(minutes=args.minutes, nodes=args.nodes, seed=args.seed,
-                   workdir=args.workdir, keep=args.keep)  # fmt: skip
+    opts = Options(minutes=args.minutes, nodes=args.nodes, seed=args.seed, workdir=args.workdir,
+                   keep=args.keep, watcher_ring_size=args.watcher_ring_size)  # fmt: skip
     result = Soak(opts, progress=lambda line: print(line, flush=True)).run()
     print(report.table(result.reports))
     broken, missed = result.invariant_failures(), result.goal_failures()

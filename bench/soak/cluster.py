@@ -37,6 +37,8 @@ class Cluster:
     workdir: Path
     nodes: int
     keep: bool = False
+    #: The watcher's --ring-size (0: its default).
+    ring_size: int = 0
     run_id: str = ""
     cp: controlplane.ControlPlane | None = None
     controllers: WorkloadControllers | None = None
@@ -122,6 +124,7 @@ class Cluster:
             scheduler_kubeconfig=configs["scheduler"],
             lease_namespace=lease_ns,
             scheduler_args=["--profiles", str(self.profiles)],
+            watcher_args=["--ring-size", str(self.ring_size)] if self.ring_size else [],
         )
         self.services.start(timeout=120)
 

@@ -30,6 +30,11 @@ class Options:
     sample_every: float = 10.0
     workdir: Path | None = None
     keep: bool = False
+    #: The watcher's ring of deltas is a bounded buffer whose memory grows until it is
+    #: full (100,000 deltas by default: over an hour of this churn). Sized so it fills
+    #: during the warm-up, growth after minute 5 is a leak, not the ring filling. 0: the
+    #: watcher's default.
+    watcher_ring_size: int = 4000
 
     @property
     def judged(self) -> bool:
@@ -85,7 +90,10 @@ class Soak:
         self.stop = threading.Event()
         self.result = SoakResult(options, dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
         workdir = options.workdir or cluster.new_workdir()
-        self.cluster = cluster.Cluster(workdir=workdir, nodes=options.nodes, keep=options.keep)
+        self.cluster = cluster.Cluster(
+            workdir=workdir, nodes=options.nodes, keep=options.keep,
+            ring_size=options.watcher_ring_size,
+        )  # fmt: skip
 
     def run(self) -> SoakResult:
         t0 = time.monotonic()

@@ -15,6 +15,8 @@ from splitsched.runtime import tasksgauge
 
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 _TASKS = re.compile(rf"^{tasksgauge.NAME} ([0-9.e+]+)$", re.MULTILINE)
+#: The watcher's ring (deltas held): its memory grows until the ring is full.
+_RING = re.compile(r"^splitsched_watcher_ring_events ([0-9.e+]+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class Sample:
     fds: int
     threads: int
     tasks: float | None
+    #: The watcher's deltas in its ring (None for the others).
+    ring: float | None = None
 
     @property
     def series(self) -> str:
@@ -46,11 +50,17 @@ def proc_stats(pid: int) -> tuple[float, int, int] | None:
     return rss_pages * PAGE_KIB / 1024, fds, threads
 
 
-def asyncio_tasks(svc: Service) -> float | None:
+def gauges(svc: Service) -> tuple[float | None, float | None]:
+    """(asyncio tasks, ring events) from the service's /metrics (None where absent)."""
     try:
-        m = _TASKS.search(svc.metrics())
+        text = svc.metrics()
     except (urllib.error.URLError, OSError):
-        return None
+        return None, None
+    return _value(_TASKS, text), _value(_RING, text)
+
+
+def _value(pattern: re.Pattern[str], text: str) -> float | None:
+    m = pattern.search(text)
     return float(m.group(1)) if m else None
 
 
@@ -63,7 +73,9 @@ def sample(services: list[Service], t: float) -> list[Sample]:
         stats = proc_stats(svc.proc.pid)
         if stats is None:
             continue
-        tasks = asyncio_tasks(svc)
+        tasks, ring = gauges(svc)
         rss, fds, threads = stats
-        out.append(Sample(round(t, 1), svc.name, svc.proc.pid, round(rss, 2), fds, threads, tasks))
+        out.append(
+            Sample(round(t, 1), svc.name, svc.proc.pid, round(rss, 2), fds, threads, tasks, ring)
+        )
     return out
