@@ -12,7 +12,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -43,11 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _commit() -> str:
-    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() or "unknown"
-
-
 def markdown(result: SoakResult, *, command: str) -> str:
     """The recorded summary: how it ran, the slopes table, the checks and the rounds."""
     o = result.options
@@ -56,7 +50,7 @@ def markdown(result: SoakResult, *, command: str) -> str:
     lines = [
         f"# Soak {result.started_at}: {o.minutes:g} minutes on {o.nodes} kwok nodes",
         "",
-        f"`{command}` at commit {_commit()}; warm-up {o.warmup_minutes:g} min; "
+        f"`{command}` at commit {result.commit}; warm-up {o.warmup_minutes:g} min; "
         f"watcher ring {o.watcher_ring_size or 'default'} deltas{_ring_full(result)}; "
         f"{result.seconds / 60:.1f} min in all with setup and teardown.",
         f"Machine load (1-min loadavg at each check, {os.cpu_count()} cores, shared): "

@@ -7,6 +7,7 @@ finished and checked), check once more, and tear everything down.
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
 import threading
 import time
 import traceback
@@ -47,10 +48,18 @@ class Options:
         return 5.0 if self.minutes >= 10 else self.minutes / 3
 
 
+def git_commit() -> str:
+    """The code's commit, read when the run starts (a commit made during it is not the
+    code that ran)."""
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
 @dataclass
 class SoakResult:
     options: Options
     started_at: str
+    commit: str = ""
     seconds: float = 0.0
     load: list[tuple[float, str]] = field(default_factory=list)
     checks: list[checks.CheckResult] = field(default_factory=list)
@@ -88,7 +97,8 @@ class Soak:
         self.options = options
         self.say = progress
         self.stop = threading.Event()
-        self.result = SoakResult(options, dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        started = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.result = SoakResult(options, started, commit=git_commit())
         workdir = options.workdir or cluster.new_workdir()
         self.cluster = cluster.Cluster(
             workdir=workdir, nodes=options.nodes, keep=options.keep,
