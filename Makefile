@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
 
-.PHONY: help setup controlplane lint test test-unit test-realnode realnode-binaries demo bench bench-core cluster-up cluster-down cluster-status proto proto-check clean
+.PHONY: help setup controlplane lint test test-unit test-realnode realnode-binaries demo bench bench-core soak cluster-up cluster-down cluster-status proto proto-check clean
 
 help: ## list the commands
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-16s %s\n", $$1, $$2}'
@@ -51,6 +51,10 @@ demo: setup ## run the demo (see README)
 
 bench-core: $(STAMP) ## in-process core benchmark: 10,000 pods onto 5,000 nodes
 	$(PY) -m bench.core
+
+MINUTES ?= 30
+soak: setup ## the soak: churn, restarts, hand-over, cut watches on 200 kwok nodes (MINUTES=30; SOAK_FLAGS=--record writes bench/results)
+	$(PY) -m bench.soak --minutes $(MINUTES) $(SOAK_FLAGS)
 
 bench: setup bench-core ## benchmarks: the core alone, then side by side with kube-scheduler (bench/README.md)
 	$(PY) -m bench.sidebyside

@@ -24,7 +24,7 @@ from services.binder.reporter import CHANNEL_OPTIONS, OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.settings import SERVICE_NAME, BinderSettings
 from services.binder.worker import BindingPool
-from splitsched.runtime import grpcsrv, kubeclient, service
+from splitsched.runtime import grpcsrv, kubeclient, service, tasksgauge
 from splitsched.v1 import binder_pb2_grpc
 
 log = logging.getLogger("splitsched.binder")
@@ -40,6 +40,7 @@ class Binder:
     def __init__(self, settings: BinderSettings) -> None:
         self.settings = settings
         self.metrics = BinderMetrics()
+        tasksgauge.register(self.metrics.registry)
         self.api_ready = False
         self._kube: KubeClient | None = None
         self._reporter: OutcomeReporter | None = None

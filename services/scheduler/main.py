@@ -44,7 +44,7 @@ from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import SystemClock
 from splitsched.core.observer import NO_OBSERVER
 from splitsched.core.queue import SchedulingQueue
-from splitsched.runtime import kubeclient, service, tracing
+from splitsched.runtime import kubeclient, service, tasksgauge, tracing
 from splitsched.v1 import scheduler_pb2_grpc
 
 log = logging.getLogger("splitsched.scheduler")
@@ -95,6 +95,7 @@ class SchedulerService:
             decision_prefix=f"{settings.scheduler_id}.{secrets.token_hex(3)}",
         )
         self.metrics = SchedulerMetrics()
+        tasksgauge.register(self.metrics.registry)
         trace_id_of = self.traces.trace_id if self.traces is not None else None
         self.state.listeners.append(self.metrics.decision_listener(self.state, trace_id_of))
         if self.traces is not None:

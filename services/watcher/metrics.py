@@ -10,6 +10,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from services.watcher import ring
+from splitsched.runtime import tasksgauge
 
 
 class Metrics:
@@ -18,6 +19,8 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
         self.registry = registry
+        if registry is not None:
+            tasksgauge.register(registry)
         self.events = Counter(
             "splitsched_watcher_events",
             "Deltas emitted to subscribers, by resource and type",

@@ -259,6 +259,17 @@ class NodeTable:
         )
         return vectors
 
+    def forget_pod_vectors(self, uid: str) -> None:
+        """Drop a pod's memoised vectors once the pod is gone for good (deleted or
+        finished). Without this the memo kept every pod ever seen, with its containers,
+        until its 100,000-entry reset: the scheduler's memory grew with churn."""
+        self._vectors_memo.pop(uid, None)
+
+    @property
+    def memoised_pods(self) -> int:
+        """How many pods' vectors the memo holds."""
+        return len(self._vectors_memo)
+
     def _compute_pod_vectors(self, pod: models.Pod) -> PodVectors:
         vec = np.zeros(len(self.resource_names), dtype=np.int64)
         unknown: list[str] = []

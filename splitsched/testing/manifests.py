@@ -117,3 +117,19 @@ def make_pod(
 def make_pods(count: int, *, name_prefix: str = "pod", **pod_kwargs: Any) -> list[Manifest]:
     """``count`` pods ``<name_prefix>-<i>``, all built by ``make_pod(**pod_kwargs)``."""
     return [make_pod(f"{name_prefix}-{i}", **pod_kwargs) for i in range(count)]
+
+
+#: A profile that packs pods onto the fullest node that fits (MostAllocated): nodes fill to
+#: exactly their allocatable, so one double-booked pod makes a node overcommitted. The
+#: fault tier and the soak schedule with it.
+BIN_PACKING_PROFILE: Manifest = {
+    "profiles": [
+        {
+            "schedulerName": DEFAULT_SCHEDULER_NAME,
+            "pluginConfig": [
+                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
+            ],
+            "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
+        }
+    ]
+}

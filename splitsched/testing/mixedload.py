@@ -22,6 +22,7 @@ unguarded pods by pods allowed to preempt, and at most one Scheduled event per p
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -449,3 +450,28 @@ def pending_names(api: client.ApiClient, namespace: str) -> Iterator[str]:
     for o in invariants.list_json(api, f"/api/v1/namespaces/{namespace}/pods"):
         if not (o.get("spec") or {}).get("nodeName"):
             yield o["metadata"]["name"]
+
+
+def wait_settled(
+    api: client.ApiClient,
+    namespace: str,
+    plan: Plan,
+    *,
+    timeout: float = 180.0,
+    settled_for: float = 3.0,
+) -> bool:
+    """Wait until only the pods meant to stay pending are pending, for ``settled_for``
+    seconds (``check`` then says whether the ones left are honestly unschedulable);
+    False if that never happened within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    since: float | None = None
+    while time.monotonic() < deadline:
+        pending = sum(1 for _ in pending_names(api, namespace))
+        if pending <= plan.never_bound:
+            since = since or time.monotonic()
+            if time.monotonic() - since >= settled_for:
+                return True
+        else:
+            since = None
+        time.sleep(0.5)
+    return False

@@ -28,6 +28,7 @@ under leader election, channels and CLI settings as any identity.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ __all__ = [
     "SCHEDULER_RULES",
     "TRUSTED_CLIENTS",
     "WATCHER_RULES",
+    "RestartableStack",
     "Service",
     "Stack",
     "component_kubeconfigs",
@@ -311,3 +313,42 @@ class Stack:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+class RestartableStack(Stack):
+    """A ``Stack`` whose services can be killed with SIGKILL or stopped gracefully, and
+    started again with the same command line (same ports, so peers reconnect to the same
+    address): the fault tier's kills and the soak's rolling restarts."""
+
+    def kill(self, svc: Service) -> None:
+        assert svc.proc is not None and svc.alive(), f"{svc.name} is not running"
+        svc.proc.send_signal(signal.SIGKILL)
+        svc.proc.wait(timeout=10)
+        with svc.log_path.open("a") as log:
+            log.write(f"\n===== {svc.name} killed with SIGKILL by the fault test =====\n")
+
+    def stop_one(self, svc: Service, *, grace: float = 15.0) -> None:
+        """SIGTERM (SIGKILL after ``grace``), as a rolling restart or a drained node does."""
+        processes.stop([svc], grace=grace)
+
+    def restart(self, svc: Service, *, timeout: float = 60.0, wait_ready: bool = True) -> None:
+        """Start a stopped ``svc`` again on its ports, appending to its log; with
+        ``wait_ready`` False only wait until it answers /healthz (a standby scheduler)."""
+        assert not svc.alive(), f"{svc.name} still runs"
+        self.services.remove(svc)
+        self._start(svc, append=True)  # appends it again, to the same log
+        if wait_ready:
+            self._wait_ready([svc], timeout)
+        else:
+            kube.wait_for(svc.live, timeout=timeout, interval=0.1, message=f"{svc.name} /healthz")
+
+    def service(self, name: str) -> Service:
+        return next(s for s in self.services if s.name == name)
+
+    def tracebacks(self) -> str:
+        out = []
+        for svc in self.services:
+            text = svc.log_path.read_text(errors="replace") if svc.log_path.exists() else ""
+            if "Traceback" in text:
+                out.append(f"--- {svc.name} log (has a traceback) ---\n{text[-5000:]}")
+        return "\n".join(out)

@@ -147,19 +147,11 @@ class MixedRun:
 
     def settle(self, *, timeout: float = 180.0) -> None:
         """Wait until only the pods meant to stay pending are pending, for a while (the
-        checks then say whether the ones left are honestly unschedulable)."""
-        deadline = time.monotonic() + timeout
-        since: float | None = None
-        while time.monotonic() < deadline:
-            pending = sum(1 for _ in mixedload.pending_names(self.env.api, self.env.namespace))
-            if pending <= PLAN.never_bound:
-                since = since or time.monotonic()
-                if time.monotonic() - since >= SETTLED_FOR:
-                    return
-            else:
-                since = None
-            time.sleep(0.5)
-        # Not settled: the checks below say which pods are stuck and why.
+        checks then say whether the ones left are honestly unschedulable). Not settled:
+        the checks say which pods are stuck and why."""
+        mixedload.wait_settled(
+            self.env.api, self.env.namespace, PLAN, timeout=timeout, settled_for=SETTLED_FOR
+        )
 
     def check(
         self,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -24,7 +23,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from splitsched.testing import faultproxy, invariants, kube, stack
+from splitsched.testing import faultproxy, invariants, kube, manifests, stack
 
 NODE_COUNT = 30
 NODE_CPU_MILLI = 4000
@@ -42,17 +41,7 @@ LONG_REASON = (
 
 #: A profile that packs pods onto the fullest node that fits: nodes fill to exactly their
 #: allocatable, so one double-booked pod makes a node overcommitted.
-BIN_PACKING_PROFILE = {
-    "profiles": [
-        {
-            "schedulerName": kube.DEFAULT_SCHEDULER_NAME,
-            "pluginConfig": [
-                {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated"}}}
-            ],
-            "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"}]}},
-        }
-    ]
-}
+BIN_PACKING_PROFILE = manifests.BIN_PACKING_PROFILE
 
 
 # -- results table ---------------------------------------------------------------------------
@@ -91,33 +80,9 @@ class FaultNodes:
 # -- stacks whose processes can be killed ---------------------------------------------------
 
 
-class FaultStack(stack.Stack):
-    """A ``Stack`` whose services can be killed with SIGKILL and started again with the
-    same command line (same ports, so peers reconnect to the same address)."""
-
-    def kill(self, svc: stack.Service) -> None:
-        assert svc.proc is not None and svc.alive(), f"{svc.name} is not running"
-        svc.proc.send_signal(signal.SIGKILL)
-        svc.proc.wait(timeout=10)
-        with svc.log_path.open("a") as log:
-            log.write(f"\n===== {svc.name} killed with SIGKILL by the fault test =====\n")
-
-    def restart(self, svc: stack.Service, *, timeout: float = 60.0) -> None:
-        assert not svc.alive(), f"{svc.name} still runs"
-        self.services.remove(svc)
-        self._start(svc, append=True)  # appends it again, to the same log
-        self._wait_ready([svc], timeout)
-
-    def service(self, name: str) -> stack.Service:
-        return next(s for s in self.services if s.name == name)
-
-    def tracebacks(self) -> str:
-        out = []
-        for svc in self.services:
-            text = svc.log_path.read_text(errors="replace") if svc.log_path.exists() else ""
-            if "Traceback" in text:
-                out.append(f"--- {svc.name} log (has a traceback) ---\n{text[-5000:]}")
-        return "\n".join(out)
+#: A ``Stack`` whose services can be killed with SIGKILL and started again with the same
+#: command line (same ports, so peers reconnect to the same address).
+FaultStack = stack.RestartableStack
 
 
 @dataclass

@@ -186,6 +186,7 @@ class WatchEvents(SchedulingCycle):
             self.cache.remove_pod(pod.uid)
         else:
             self.algo.forget(pod.uid)  # an assumption never bound: Unreserve too
+        self.cache.table.forget_pod_vectors(pod.uid)
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
             self._volumes_released(self.decisions.pop(decision_id, None))
