@@ -100,10 +100,11 @@ class KubeClient(kubeclient.KubeClient):
         )  # fmt: skip
 
     async def probe(self, *, budget: float = 5.0) -> bool:
-        """True when the API server answers ``/readyz`` (or ``/version``) with 200."""
+        """True when the API server answers ``/readyz`` (or ``/version``) with 200; the
+        probe skips the limiter (`health_request`)."""
         for path in ("/readyz", "/version"):
             try:
-                result = await self.request("GET", path, budget=budget)
+                result = await self.health_request(path, budget=budget)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.debug("API server probe %s failed: %s", path, exc)
                 return False

@@ -369,6 +369,13 @@ class KubeClient:
         finally:
             self.limiter.release()
 
+    async def health_request(self, path: str, *, budget: float = 5.0) -> Response:
+        """A GET that skips the limiter (a health probe: whether the server answers must
+        not wait behind this client's own queued work, or a binder rate-limited by
+        `--qps`, or held off by the server, would call a live server unreachable)."""
+        await self.start()
+        return await self._send("GET", path, None, "application/json", budget)
+
     async def _send(
         self, method: str, path: str, body: Any, content_type: str, budget: float
     ) -> Response:

@@ -67,3 +67,28 @@ def test_a_request_is_not_sent_after_its_budget_ran_out_waiting_for_a_token() ->
             await runner.cleanup()
 
     run(body())
+
+
+def test_the_health_probe_does_not_queue_behind_rate_limited_work() -> None:
+    """A binder rate-limited by --qps (or held off by the server) still sees a live API
+    server as reachable: its /readyz probe skips the limiter. Before, the probe waited
+    for a token behind the queued bindings, ran out of budget and turned the binder
+    NOT_SERVING, so a new scheduler leader never became ready (tests/e2e/test_ha.py)."""
+
+    async def body() -> None:
+        kube = FakeKube()
+        kube.pods[("ns", "p")] = FakePod(uid="uid-p")
+        runner = web.AppRunner(kube.app(), handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        endpoint = KubeEndpoint(host=f"http://127.0.0.1:{runner.addresses[0][1]}")
+        client = KubeClient(endpoint, qps=0.2, burst=1)
+        try:
+            await client.request("GET", "/api/v1/namespaces/ns/pods/p", budget=5.0)
+            assert await client.probe(budget=0.5)  # the next token is 5 s away
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    run(body())
