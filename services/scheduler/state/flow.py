@@ -4,9 +4,11 @@ Without it the scheduler decides every pod it can under a burst, the binders' in
 fills, and most decisions expire there and are decided again (docs/backpressure.md). The
 window is a TCP-like congestion window over the bindings sent and not yet resolved:
 
-- it grows by one for each binding bound within `target` seconds (half the bind
-  timeout) while the window is at least half used, so it follows the binders' pace
-  (Little's law: in flight = rate x latency, and latency is what the deadline bounds);
+- it grows for each binding bound within `target` seconds (half the bind timeout)
+  while the window is at least half used, so it follows the binders' pace (Little's
+  law: in flight = rate x latency, and latency is what the deadline bounds): by one
+  each at first (slow start: it doubles every round), by one per window's worth once
+  the binders have pushed back (congestion avoidance), so it does not overshoot again;
 - it shrinks by one for each binding bound later than that, before the deadline is hit;
 - it halves on a congestion signal (a binder's DEADLINE_EXCEEDED or "queue full", or a
   decision expiring unresolved), at most once per round: a signal about a decision made
@@ -34,10 +36,17 @@ class FlowWindow:
             raise ValueError(f"the window's cap must be at least 1, got {cap}")
         self.cap = cap
         self.floor = min(MIN_WINDOW, cap)
-        self.size = min(INITIAL_WINDOW, cap)
+        self._size = float(min(INITIAL_WINDOW, cap))
         self.target = bind_timeout * TARGET_SHARE
+        #: Until the binders first push back (a late binding or a congestion signal).
+        self.slow_start = True
         #: When the window was last halved: signals about older decisions are ignored.
         self._cut_at = float("-inf")
+
+    @property
+    def size(self) -> int:
+        """How many bindings may be in flight now."""
+        return int(self._size)
 
     def open(self, in_flight: int) -> bool:
         """Whether room is left. A gang checks once and goes whole, so the window may be
@@ -49,14 +58,17 @@ class FlowWindow:
         scheduler must not reach a burst with a window nothing has tested), late shrinks
         it."""
         if now - created > self.target:
-            self.size = max(self.floor, self.size - 1)
-        elif in_flight * 2 >= self.size:
-            self.size = min(self.cap, self.size + 1)
+            self.slow_start = False
+            self._size = max(self.floor, self._size - 1)
+        elif in_flight * 2 >= self._size:
+            step = 1.0 if self.slow_start else 1.0 / self._size
+            self._size = min(self.cap, self._size + step)
 
     def congested(self, *, created: float, now: float) -> None:
         """A binding the binders could not take or finish in time: halve the window,
         once for all the decisions made before this cut."""
+        self.slow_start = False
         if created <= self._cut_at:
             return
         self._cut_at = now
-        self.size = max(self.floor, self.size // 2)
+        self._size = max(self.floor, self._size / 2)

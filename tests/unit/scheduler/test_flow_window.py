@@ -34,9 +34,19 @@ def test_window_halves_once_per_round_and_stays_between_floor_and_cap() -> None:
     for t in range(10, 20):
         w.congested(created=t, now=t)
     assert w.size == MIN_WINDOW
-    for _ in range(500):
+    for _ in range(5000):
         w.bound(created=30, now=31, in_flight=w.size)
     assert w.size == 100
+
+
+def test_window_grows_by_one_per_window_once_the_binders_pushed_back() -> None:
+    w = FlowWindow(cap=1000, bind_timeout=30)
+    w.congested(created=1, now=2)
+    assert not w.slow_start
+    size = w.size
+    for _ in range(size + 2):  # a window's worth, and a little for the growth
+        w.bound(created=3, now=4, in_flight=size)
+    assert w.size == size + 1  # slow start would have doubled it
 
 
 def test_full_window_stops_taking_pods_and_an_outcome_frees_room() -> None:
