@@ -4,7 +4,7 @@ gRPC binder: tests/service/scheduler/test_flow_control.py."""
 
 from __future__ import annotations
 
-from services.scheduler.state import Outcome, SchedulerState
+from services.scheduler.state import Decision, Outcome, SchedulerState
 from services.scheduler.state.flow import MIN_WINDOW, FlowWindow
 from splitsched.core.clock import FakeClock
 from tests.support.builders import gang_pod, scheduler_state
@@ -61,11 +61,16 @@ def test_full_window_stops_taking_pods_and_an_outcome_frees_room() -> None:
     assert second.decision_id in st.decisions
 
 
-def test_binder_queue_full_requeues_to_active_not_backoff_and_shrinks_the_window() -> None:
-    clock = FakeClock(100.0)
+def one_decision(clock: FakeClock) -> tuple[SchedulerState, Decision]:
+    """A state with a window of 64 and one decision in flight, for pod "a"."""
     st = scheduler_state(clock, nodes=[node("n1")], bind_timeout=30, max_in_flight=64)
     st.apply_pod("ADDED", pod("a"))
-    d = decide(st)
+    return st, decide(st)
+
+
+def test_binder_queue_full_requeues_to_active_not_backoff_and_shrinks_the_window() -> None:
+    clock = FakeClock(100.0)
+    st, d = one_decision(clock)
     clock.advance(1)
     st.refused(d, "binder queue full (10000 decisions pending)", congested=True)
     assert st.queue.place_of("uid-a") == "active"
@@ -75,9 +80,7 @@ def test_binder_queue_full_requeues_to_active_not_backoff_and_shrinks_the_window
 
 def test_binder_deadline_exceeded_requeues_to_active_without_backoff() -> None:
     clock = FakeClock(100.0)
-    st = scheduler_state(clock, nodes=[node("n1")], bind_timeout=30, max_in_flight=64)
-    st.apply_pod("ADDED", pod("a"))
-    d = decide(st)
+    st, d = one_decision(clock)
     clock.advance(25)
     st.on_outcome(
         decision_id=d.decision_id, result=Outcome.DEADLINE_EXCEEDED, message="not started"
