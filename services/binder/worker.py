@@ -68,6 +68,10 @@ FINISHED_MEMORY = 20_000
 #: A decision is not started with less time left than this, nor than twice what a
 #: binding has lately taken (seconds): see ``BindingPool._too_late``.
 MIN_START_MARGIN = 0.25
+#: ... and never more than this: a binding's duration counts its retries and its waits
+#: for the limiter, so under faults or throttling it grows past the decisions' whole
+#: deadline, and twice it refused every decision, so none ran to bring it down again.
+MAX_START_MARGIN = 1.0
 
 
 class BindingPool:
@@ -350,7 +354,7 @@ class BindingPool:
         very edge, each spending a rate-limited read and then missing its deadline anyway
         (throughput fell to a few bindings a second in the 50,000-pod bench)."""
         left = job.deadline - self._clock()
-        if left >= max(MIN_START_MARGIN, 2 * self._bind_seconds):
+        if left >= max(MIN_START_MARGIN, min(MAX_START_MARGIN, 2 * self._bind_seconds)):
             return None
         waited = time.monotonic() - job.accepted_at
         message = (
