@@ -41,11 +41,6 @@ RECOVERY_SECONDS = 30.0
 #: flight. Slow on purpose: every 429 costs a whole Retry-After of silence, so probing
 #: for room once per round trip (TCP's pace) would spend most of the time held off.
 WIDEN_SECONDS = 2.0
-#: The fewest requests a throttled client keeps in flight. Halving to 1 or 2 made a
-#: binder under scattered 429s (a fault proxy's, or a few from a busy level) bind almost
-#: nothing: every 429 halves again before the window ever widens; 8 still keeps a
-#: binder's 64 workers from stampeding the server after a hold-off.
-MIN_WINDOW = 8.0
 #: The lowest fraction of the configured rate that halving reaches.
 MIN_RATE_FRACTION = 1 / 16
 
@@ -89,7 +84,7 @@ class Window:
     def halve(self, *, widen_from: float) -> None:
         """Half the requests in flight now (or of the limit), widening again from the
         time `widen_from` (when the hold-off ends)."""
-        self._base = max(MIN_WINDOW, (self.limit or self.inflight) // 2)
+        self._base = max(1.0, (self.limit or self.inflight) // 2)
         self._since = widen_from
 
     def lift(self) -> None:

@@ -14,13 +14,6 @@ from splitsched.core.clock import FakeClock
 from splitsched.runtime import kubeclient, ratelimit
 
 
-@pytest.fixture(autouse=True)
-def small_floor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The window's arithmetic below is shown with a floor of 1 (the real floor has its
-    own test)."""
-    monkeypatch.setattr(ratelimit, "MIN_WINDOW", 1.0)
-
-
 class Rig:
     """A limiter whose sleep moves the fake clock, recording each sleep."""
 
@@ -279,21 +272,3 @@ def test_a_request_held_back_past_its_budget_is_never_sent() -> None:
             await client.close()
 
     asyncio.run(run())
-
-
-def test_the_window_never_closes_below_its_floor(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Scattered 429s (a fault proxy's, a busy level's) halve again and again: the window
-    stops at MIN_WINDOW, so a throttled binder keeps binding."""
-    monkeypatch.setattr(ratelimit, "MIN_WINDOW", 8.0)
-    rig = Rig()
-    limiter = rig.limiter
-
-    async def run() -> float | None:
-        for _ in range(3):
-            await limiter.acquire()
-        for _ in range(5):
-            limiter.throttled(0.5)
-            rig.clock.advance(1.0)  # past each hold-off: the next 429 halves again
-        return limiter.window.limit
-
-    assert asyncio.run(run()) == 8.0
