@@ -14,6 +14,7 @@ it), not scheduled: building the view from them is measured on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -65,19 +66,16 @@ def bind_round(pods: Sequence[models.Pod], nodes: Sequence[models.Node]) -> list
     """The pods as bound: pod i on node (i * stride) mod nodes, with a stride coprime to the
     node count so neighbours spread over zones and pools."""
     stride = next(s for s in range(7919, 7919 + len(nodes) + 2) if _coprime(s, len(nodes)))
-    return [_on_node(pod, nodes[(i * stride) % len(nodes)].name) for i, pod in enumerate(pods)]
+    return [
+        dataclasses.replace(pod, node_name=nodes[(i * stride) % len(nodes)].name, phase="Running")
+        for i, pod in enumerate(pods)
+    ]
 
 
 def _coprime(a: int, b: int) -> bool:
     while b:
         a, b = b, a % b
     return a == 1
-
-
-def _on_node(pod: models.Pod, node: str) -> models.Pod:
-    fields = {f: getattr(pod, f) for f in pod.__dataclass_fields__ if not f.startswith("_")}
-    fields.update(node_name=node, phase="Running")
-    return models.Pod(**fields)
 
 
 def _basic_pod(rng: random.Random, name: str, created: float) -> models.Pod:
