@@ -15,6 +15,7 @@ Each refusal is logged with the caller's identity and counted in
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -39,6 +40,14 @@ log = logging.getLogger(__name__)
 NODE_TTL = 30.0
 #: Victims read at once.
 READ_CONCURRENCY = 16
+
+
+class ReportCheck(enum.Enum):
+    """What ``Admission.unschedulable`` found."""
+
+    WRITE = "write"
+    SKIP = "skip"
+    UNREADABLE = "unreadable"
 
 
 class Admission:
@@ -86,22 +95,23 @@ class Admission:
             return missing
         return await self._victims(job, preemptor_priority=guard.priority(pod), what=what)
 
-    async def unschedulable(self, pod: PodKey, *, deadline: float, caller: str) -> bool:
-        """True when the scheduler's report that ``pod`` is unschedulable may be written:
+    async def unschedulable(self, pod: PodKey, *, deadline: float, caller: str) -> ReportCheck:
+        """Whether the scheduler's report that ``pod`` is unschedulable may be written:
         the pod exists (with the report's uid, when it names one) and is of a served
-        profile. Otherwise nothing is to be written: gone, refused, or not readable."""
+        profile. SKIP when gone or refused; UNREADABLE when the pod could not be read
+        (the API server failing or throttling us): worth trying again later."""
         what = f"FailedScheduling report for {pod}"
         found = await self._read_pod(pod, deadline=deadline)
         if isinstance(found, BindResult):
-            log.warning("%s not written: %s", what, found.message)
-            return False
+            log.warning("%s not written yet: %s", what, found.message)
+            return ReportCheck.UNREADABLE
         if found is None:
-            return False  # gone or re-created: the report is about a pod no longer there
+            return ReportCheck.SKIP  # gone or re-created: about a pod no longer there
         refusal = guard.foreign_pod(found, who=f"pod {pod}", profiles=self.profiles)
         if refusal is not None:
             self._refuse(refusal, what=what, caller=caller)
-            return False
-        return True
+            return ReportCheck.SKIP
+        return ReportCheck.WRITE
 
     async def _victims(
         self, job: PreemptJob, *, preemptor_priority: int, what: str

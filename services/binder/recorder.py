@@ -33,6 +33,9 @@ UNSCHEDULABLE_WRITE_SECONDS = 30.0
 UNSCHEDULABLE_WRITE_ATTEMPTS = 8
 #: Tries of a best-effort Event the API server throttles (the hold-off paces them).
 THROTTLED_EVENT_ATTEMPTS = 5
+#: The two parts of an unschedulable report.
+EVENT, CONDITION = "FailedScheduling event", "PodScheduled=False condition"
+UNSCHEDULABLE_PARTS = frozenset({EVENT, CONDITION})
 
 
 class Recorder:
@@ -59,18 +62,33 @@ class Recorder:
         )
         await self._create_once(event)
 
-    async def unschedulable(self, pod: PodKey, *, message: str, reason: str, profile: str) -> None:
-        """The FailedScheduling Event and PodScheduled=False, written side by side."""
+    async def unschedulable(
+        self,
+        pod: PodKey,
+        *,
+        message: str,
+        reason: str,
+        profile: str,
+        parts: frozenset[str] = UNSCHEDULABLE_PARTS,
+    ) -> frozenset[str]:
+        """The FailedScheduling Event and PodScheduled=False (``parts``: which of
+        ``EVENT`` and ``CONDITION`` to write), side by side; returns the parts written."""
         now = self._clock()
-        event = self._source.event(events.FAILED_SCHEDULING, pod, message, now=now, profile=profile)
-        condition = apirequests.unschedulable_condition(
-            pod, reason=reason, message=message, now=now
-        )
         deadline = now + UNSCHEDULABLE_WRITE_SECONDS
-        await asyncio.gather(
-            self._write_retried(apirequests.create_event(event), deadline=deadline),
-            self._write_retried(condition, deadline=deadline),
+        writes: dict[str, ApiRequest] = {}
+        if EVENT in parts:
+            event = self._source.event(
+                events.FAILED_SCHEDULING, pod, message, now=now, profile=profile
+            )
+            writes[EVENT] = apirequests.create_event(event)
+        if CONDITION in parts:
+            writes[CONDITION] = apirequests.unschedulable_condition(
+                pod, reason=reason, message=message, now=now
+            )
+        landed = await asyncio.gather(
+            *(self._write_retried(request, deadline=deadline) for request in writes.values())
         )
+        return frozenset(part for part, ok in zip(writes, landed, strict=True) if ok)
 
     async def _create_once(self, event: dict[str, Any]) -> None:
         request = apirequests.create_event(event)

@@ -50,10 +50,11 @@ from services.binder.jobs import (
 from services.binder.kubeapi import KubeClient
 from services.binder.metrics import BinderMetrics
 from services.binder.preemption import Preempter, PreemptionResult
-from services.binder.recorder import UNSCHEDULABLE_WRITE_SECONDS, Recorder
+from services.binder.recorder import Recorder
 from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
 from services.binder.spans import NO_CALL, RetriedCall, bind_call
+from services.binder.unschedulable import Report, UnschedulableReports
 from services.binder.volumes import VolumeStep
 from splitsched.runtime import exemplars, tracing
 from splitsched.v1 import scheduler_pb2
@@ -110,13 +111,13 @@ class BindingPool:
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
         #: The refusals of ``services.binder.guard`` (main always passes ``profiles``;
         #: None, for tests of other parts: no checks, no reads before the writes).
-        self._admission = (
-            None
-            if profiles is None
-            else Admission(retrier=retrier, metrics=metrics, profiles=profiles)
-        )
+        self._admission = _admission(retrier, metrics, profiles)
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
+        self._reports = UnschedulableReports(
+            admission=self._admission, recorder=self._recorder, clock=clock, sleep=sleep,
+            spawn=self._spawn, stopping=lambda: self.shutting_down,
+        )  # fmt: skip
         self._queue: asyncio.Queue[BindJob] = asyncio.Queue(maxsize=self._max_pending)
         #: Accepted and not finished (queued or binding), by decision id.
         self._active: dict[str, BindJob] = {}
@@ -275,30 +276,20 @@ class BindingPool:
         profile: str,
         caller: str = "",
     ) -> str | None:
-        """Start writing the FailedScheduling Event and PodScheduled=False; None if accepted."""
+        """Start writing the FailedScheduling Event and PodScheduled=False; None if accepted.
+        ``services.binder.unschedulable`` writes nothing for a pod ``Admission`` refuses
+        (another scheduler's) or that is gone: the report could otherwise mark any pod
+        unschedulable."""
         if self.shutting_down:
             return SHUTTING_DOWN
-        if len(self._side_tasks) >= self._max_pending:
-            return f"too many unschedulable reports pending ({len(self._side_tasks)})"
-        pod = PodKey(namespace, name, uid)
-        self._spawn(
-            self._unschedulable(
-                pod, message=message, reason=reason or "Unschedulable", profile=profile,
-                caller=caller,
-            )
+        report = Report(
+            PodKey(namespace, name, uid), message=message, reason=reason or "Unschedulable",
+            profile=profile, caller=caller,
         )  # fmt: skip
+        if len(self._side_tasks) >= self._max_pending and not self._reports.writing(report):
+            return f"too many unschedulable reports pending ({len(self._side_tasks)})"
+        self._reports.submit(report)
         return None
-
-    async def _unschedulable(
-        self, pod: PodKey, *, message: str, reason: str, profile: str, caller: str
-    ) -> None:
-        """Writes nothing for a pod ``Admission`` refuses (another scheduler's) or that is
-        gone: the report could otherwise mark any pod unschedulable."""
-        if self._admission is not None:
-            deadline = self._clock() + UNSCHEDULABLE_WRITE_SECONDS
-            if not await self._admission.unschedulable(pod, deadline=deadline, caller=caller):
-                return
-        await self._recorder.unschedulable(pod, message=message, reason=reason, profile=profile)
 
     def _report_again(self, decision_id: str) -> bool:
         """Re-send a finished decision's outcome; False when it is not known finished.
@@ -476,3 +467,11 @@ class BindingPool:
         self._metrics.preemptions.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
         self._remember(report)
         await self._reporter.put(report)
+
+
+def _admission(
+    retrier: Retrier, metrics: BinderMetrics, profiles: Collection[str] | None
+) -> Admission | None:
+    return (
+        None if profiles is None else Admission(retrier=retrier, metrics=metrics, profiles=profiles)
+    )

@@ -242,7 +242,7 @@ class Report:
     def failures(self, *, allow_unrecorded: bool = False) -> list[str]:
         """One line per broken promise. ``allow_unrecorded``: pending pods without a
         FailedScheduling record are not a failure (faults injected into those very writes,
-        which the binder makes once, best effort)."""
+        which the binder tries a bounded number of times)."""
         out = []
         names = () if allow_unrecorded else ("unrecorded",)
         for name in (
@@ -475,3 +475,25 @@ def wait_settled(
             since = None
         time.sleep(0.5)
     return False
+
+
+def wait_recorded(api: client.ApiClient, namespace: str, *, timeout: float = 90.0) -> bool:
+    """Wait until every pending pod carries its FailedScheduling record: the binders write
+    them in the background, tried again while the API server fails or throttles them, so
+    a record may land after the pods settled. False if some still lack one at ``timeout``
+    (``check`` then names them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pods = invariants.list_json(api, f"/api/v1/namespaces/{namespace}/pods")
+        pending = [
+            o
+            for o in pods
+            if not (o.get("spec") or {}).get("nodeName")
+            and (o.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        ]
+        events = _events(api, namespace) if pending else []
+        if all(_failed_scheduling(o, events) for o in pending):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(1.0)

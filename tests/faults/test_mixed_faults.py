@@ -147,11 +147,14 @@ class MixedRun:
 
     def settle(self, *, timeout: float = 180.0) -> None:
         """Wait until only the pods meant to stay pending are pending, for a while (the
-        checks then say whether the ones left are honestly unschedulable). Not settled:
-        the checks say which pods are stuck and why."""
-        mixedload.wait_settled(
-            self.env.api, self.env.namespace, PLAN, timeout=timeout, settled_for=SETTLED_FOR
-        )
+        checks then say whether the ones left are honestly unschedulable), and until each
+        of them has its FailedScheduling record. Not settled: the checks say which pods
+        are stuck and why."""
+        env = self.env
+        if mixedload.wait_settled(
+            env.api, env.namespace, PLAN, timeout=timeout, settled_for=SETTLED_FOR
+        ):
+            mixedload.wait_recorded(env.api, env.namespace)
 
     def check(
         self,
