@@ -111,6 +111,7 @@ def markdown(result: Mapping[str, Any]) -> str:
         f"Event), {checks['neither_count']} neither",
         f"- nodes over allocatable: {len(checks['over_allocatable'])}; pods bound twice: "
         f"{len(checks['bound_twice'])}",
+        _given_up(result["gauge_peaks"].get("scheduler", {}), checks["bound"]),
         "",
         "| process | peak RSS (MiB, VmHWM) |",
         "|---|---|",
@@ -134,3 +135,14 @@ def markdown(result: Mapping[str, Any]) -> str:
         for name, value in sorted(gauges.items()):
             lines.append(f"| {service} | `{name}` | {value:.0f} |")
     return "\n".join(lines) + "\n"
+
+
+GIVEN_UP = "splitsched_scheduler_binding_outcomes_total{BIND_FAILED}"
+
+
+def _given_up(scheduler: Mapping[str, float], bound: int) -> str:
+    """The churn line: decisions the scheduler gave up (a binder's DEADLINE_EXCEEDED or
+    FAILED, or its own deadline) per pod bound, from its last sampled counter."""
+    given_up = scheduler.get(GIVEN_UP, 0.0)
+    per_pod = given_up / bound if bound else 0.0
+    return f"- decisions given up (BIND_FAILED): {given_up:.0f}, {per_pod:.2f} per pod bound"

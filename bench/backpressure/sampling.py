@@ -22,7 +22,15 @@ GAUGES = (
     "splitsched_binder_queued",
     "splitsched_binder_side_writes",
     "splitsched_binder_report_backlog",
+    "splitsched_scheduler_flow_window",
+    # Counters: their peak is their total.
+    "splitsched_scheduler_flow_waits_total",
 )
+#: Counters kept per label value, like ``scheduler_pending_pods`` per queue: the label.
+BY_LABEL = {
+    "scheduler_pending_pods": "queue",
+    "splitsched_scheduler_binding_outcomes_total": "result",
+}
 REQUESTS = "splitsched_binder_api_requests_total"
 
 
@@ -41,14 +49,14 @@ def memory_kib(pid: int) -> dict[str, int]:
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """The gauges (``scheduler_pending_pods`` per queue as ``..{queue}``) and the request
-    counter of one /metrics page."""
+    """The gauges (``scheduler_pending_pods`` per queue as ``..{queue}``, the outcomes
+    per result likewise) and the request counter of one /metrics page."""
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             name = sample.name
-            if name == "scheduler_pending_pods":
-                name = f"{name}{{{sample.labels.get('queue', '')}}}"
+            if name in BY_LABEL:
+                name = f"{name}{{{sample.labels.get(BY_LABEL[name], '')}}}"
             elif name not in GAUGES and name != REQUESTS:
                 continue
             out[name] = out.get(name, 0.0) + sample.value

@@ -37,6 +37,9 @@ REPORT_TIMEOUT = 5.0  # ReportUnschedulable
 #: The share of the bind timeout the binder's deadline is set before ours: the binder
 #: gives up a little before we would, so its report wins the race.
 BINDER_DEADLINE_MARGIN = 0.2
+#: How a binder's refusal begins when its intake is full (`BindingPool.submit`): the
+#: binders are congested, nothing is wrong with the pod.
+QUEUE_FULL = "binder queue full"
 
 
 def not_received(exc: grpc.aio.AioRpcError) -> bool:
@@ -166,8 +169,10 @@ class BinderDispatch:
             if self.traces is not None:
                 why = r.reason if r is not None else "no answer"
                 self.traces.bind_sent(d.pod.uid, d.decision_id, accepted=accepted, reason=why)
-            if not accepted:
-                self.state.refused(d, r.reason if r is not None else "no answer for this decision")
+            if r is None:
+                self.state.refused(d, "no answer for this decision")
+            elif not accepted:
+                self.state.refused(d, r.reason, congested=r.reason.startswith(QUEUE_FULL))
 
     # ---- preemptions and reports --------------------------------------------------------
     async def preempt(self, decision: Decision) -> None:

@@ -4,8 +4,9 @@ The scheduling loop runs the pure core (`SchedulerState.schedule_one`) one pod (
 gang) at a time, in slices of `SLICE_SECONDS` so the event loop keeps serving the watch,
 the API and binders' reports between slices; each slice's decisions go to binders in
 batches of at most `MAX_BATCH`, preemptions and FailedScheduling reports one by one. It
-sleeps while leadership says it may not schedule or the active queue is empty, until
-something pokes it (a watch batch, a report, an API change). The housekeeping loop
+sleeps while leadership says it may not schedule, the active queue is empty or the flow
+window towards the binders is full (`state.flow`), until something pokes it (a watch
+batch, a report, an API change, a binder's answer, an expiry). The housekeeping loop
 flushes the backoff and unschedulable queues and expires decisions past their bind
 deadline once a second. Created by `services.scheduler.main`.
 """
@@ -83,6 +84,11 @@ class SchedulingLoop:
             self.metrics.queue_lengths(lengths)
             if lengths.get("active", 0) == 0:
                 await self._sleep_until_woken(EMPTY_QUEUE_SECONDS)
+            elif not self.state.may_send():
+                # The flow window is full: the pods wait in the active queue until an
+                # outcome, the watch or an expiry frees room, each of which pokes.
+                self.metrics.flow_waits.inc()
+                await self._sleep_until_woken(None)
             else:
                 await asyncio.sleep(0)
 
@@ -94,7 +100,7 @@ class SchedulingLoop:
                 self.traces.rebind(d.pod.uid, d.decision_id)
         reports: list[Unschedulable] = []
         started = time.perf_counter()
-        while time.perf_counter() - started < SLICE_SECONDS:
+        while time.perf_counter() - started < SLICE_SECONDS and self.state.may_send():
             t0 = time.perf_counter()
             if self.traces is not None:
                 self.traces.begin()
@@ -136,7 +142,7 @@ class SchedulingLoop:
                 if outcome.report:
                     reports.append(outcome)
 
-    async def _sleep_until_woken(self, seconds: float) -> None:
+    async def _sleep_until_woken(self, seconds: float | None) -> None:
         self.wake.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.wake.wait(), seconds)

@@ -89,6 +89,7 @@ class SchedulerService:
             scheduler_id=settings.scheduler_id,
             bind_timeout=settings.bind_timeout,
             volume_bind_timeout=_volume_bind_timeout(settings, config),
+            max_in_flight=settings.max_decisions_in_flight,
             leading=not settings.leader_elect,
             # Unique per process: a restarted scheduler must not reuse a decision id that a
             # binder still remembers (it would answer with the old decision's outcome).
@@ -182,6 +183,7 @@ class SchedulerService:
         )
         self.metrics.binder_calls.set_function(lambda: len(dispatch.inflight))
         self.metrics.decisions_in_flight.set_function(lambda: len(self.state.decisions))
+        self.metrics.flow_window.set_function(lambda: self.state.flow.size)
         ingest = WatchIngest(
             state=self.state,
             metrics=self.metrics,

@@ -122,6 +122,18 @@ class SchedulerMetrics:
             "their room is assumed on their node",
             registry=r,
         )
+        self.flow_window = Gauge(
+            "splitsched_scheduler_flow_window",
+            "How many bindings may be in flight to the binders: grows while they bind in "
+            "time, halves when they refuse or miss deadlines (--max-decisions-in-flight caps)",
+            registry=r,
+        )
+        self.flow_waits = Counter(
+            "splitsched_scheduler_flow_waits_total",
+            "Times the scheduling loop stopped taking pods from the active queue because "
+            "the flow window was full",
+            registry=r,
+        )
         self.binder_calls = Gauge(
             "splitsched_scheduler_binder_calls_in_flight",
             "Calls to binders not answered yet (BindBatch, Preempt, ReportUnschedulable): "

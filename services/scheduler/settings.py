@@ -35,6 +35,9 @@ LEADER_SETTLE_SECONDS = 3.0
 TRACE_STORE_PODS = 2000
 #: kube-scheduler's default VolumeBindingArgs.bindTimeoutSeconds.
 VOLUME_BIND_TIMEOUT = 600.0
+#: --max-decisions-in-flight: one binder's default --max-pending, so the cap alone never
+#: fills even a single binder's intake; the window below it does the pacing.
+MAX_DECISIONS_IN_FLIGHT = 10_000
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler-id", default=f"{socket.gethostname()}-{os.getpid()}")
     p.add_argument("--bind-timeout", type=float, default=30.0, help="seconds per decision")
     p.add_argument("--bind-attempts", type=int, default=5, help="Binding API attempts")
+    p.add_argument(
+        "--max-decisions-in-flight",
+        type=int,
+        default=MAX_DECISIONS_IN_FLIGHT,
+        help="the most bindings handed to binders and not yet resolved; below it a window "
+        "follows the binders' pace (grows while they bind in time, halves when they "
+        "refuse or miss deadlines) and the loop waits while the window is full",
+    )
     p.add_argument(
         "--volume-bind-timeout",
         type=float,
@@ -160,6 +171,8 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
     #: Pods whose last attempts the scheduler remembers for GetPodTrace (0: none; None:
     #: TRACE_STORE_PODS with tracing on, none with it off).
     trace_store_pods: int | None = None
+    #: The flow window's cap: bindings in flight to the binders at most.
+    max_decisions_in_flight: int = MAX_DECISIONS_IN_FLIGHT
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Self:
@@ -172,6 +185,10 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
             )
         if args.trace_store_pods is not None and args.trace_store_pods < 0:
             raise ConfigError(f"--trace-store-pods must be 0 or more, got {args.trace_store_pods}")
+        if args.max_decisions_in_flight < 1:
+            raise ConfigError(
+                f"--max-decisions-in-flight must be at least 1, got {args.max_decisions_in_flight}"
+            )
         settle = args.settle_seconds
         if settle is None:
             settle = LEADER_SETTLE_SECONDS if args.leader_elect else 0.0
@@ -193,6 +210,7 @@ class SchedulerSettings(shared.ServiceSettings, env_prefix=ENV_PREFIX, parser=bu
             retry_period=args.retry_period,
             standby_ready=bool(args.standby_ready),
             trace_store_pods=args.trace_store_pods,
+            max_decisions_in_flight=args.max_decisions_in_flight,
         )
 
 

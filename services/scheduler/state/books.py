@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
+from services.scheduler.state.flow import FlowWindow
 from services.scheduler.state.records import (
     ADOPTED,
     Decision,
@@ -47,6 +48,7 @@ class StateBooks:
         bind_timeout: float = 30.0,
         volume_bind_timeout: float = 600.0,
         preempt_timeout: float = 60.0,
+        max_in_flight: int = 10_000,
         unschedulable_report_interval: float = 30.0,
         leading: bool = True,
         decision_prefix: str = "",
@@ -66,6 +68,8 @@ class StateBooks:
         self.by_name: dict[tuple[str, str], str] = {}
         self.decisions: dict[str, Decision] = {}
         self.decision_of_pod: dict[str, str] = {}
+        #: How many bindings may be in flight (`flow`): the scheduling loop waits above it.
+        self.flow = FlowWindow(cap=max_in_flight, bind_timeout=bind_timeout)
         # Preemptions waiting for their victims to disappear, and binds ready to go out.
         self.victims_left: dict[str, set[str]] = {}
         self.ready_binds: list[Decision] = []
@@ -155,6 +159,16 @@ class StateBooks:
         return iter(list(self.records.values()))
 
     # ---- decisions in flight -------------------------------------------------------------
+    @property
+    def bindings_in_flight(self) -> int:
+        """Decisions in flight but the preemptions waiting for their victims (those are
+        not in a binder's intake): what the flow window counts."""
+        return max(0, len(self.decisions) - len(self.victims_left))
+
+    def may_send(self) -> bool:
+        """Whether the flow window has room for another pod's (or gang's) bindings."""
+        return self.flow.open(self.bindings_in_flight)
+
     def _register(
         self,
         queued: QueuedPod,

@@ -22,9 +22,16 @@ _FAILURE_KINDS = {Outcome.CONFLICT: EventKind.CONFLICT, Outcome.POD_GONE: EventK
 
 
 class BinderOutcomes(SchedulingCycle):
-    def refused(self, decision: Decision, reason: str) -> None:
-        """A binder would not take the decision (or could not be reached): undo, retry."""
-        self._release(decision, requeue="backoff", message=f"binder refused: {reason}")
+    def refused(self, decision: Decision, reason: str, *, congested: bool = False) -> None:
+        """A binder would not take the decision (or could not be reached): undo, retry.
+        `congested`: refused because its intake is full; nothing is wrong with the pod,
+        so it waits in the active queue, not in backoff, and the flow window shrinks."""
+        message = f"binder refused: {reason}"
+        if congested and self.decisions.get(decision.decision_id) is decision:
+            self.flow.congested(created=decision.created, now=self.clock.now())
+            self._release(decision, requeue="now", message=message)
+            return
+        self._release(decision, requeue="backoff", message=message)
 
     def unsure(self, decision: Decision, reason: str) -> None:
         """The call handing the decision to a binder failed in a way that does not say
@@ -85,10 +92,19 @@ class BinderOutcomes(SchedulingCycle):
         if result is Outcome.BOUND:
             self._bound(decision, binder_id)
             return True
+        self._bind_failed(decision, result, message, binder_id)
+        return True
+
+    def _bind_failed(
+        self, decision: Decision, result: Outcome, message: str, binder_id: str
+    ) -> None:
+        """A binder's failure report: POD_GONE drops the pod, CONFLICT requeues it at once,
+        DEADLINE_EXCEEDED too (the binders were too slow for the deadline, nothing is wrong
+        with the pod: the flow window shrinks instead), any other backs off."""
         kind = _FAILURE_KINDS.get(result, EventKind.BIND_FAILED)
         self._emit(
             DecisionEvent(
-                kind, decision.pod, decision.node, message, decision_id, self.clock.now(),
+                kind, decision.pod, decision.node, message, decision.decision_id, self.clock.now(),
                 binder_id,
             )
         )  # fmt: skip
@@ -96,9 +112,11 @@ class BinderOutcomes(SchedulingCycle):
             self._release(decision, requeue=None, message=message)
         elif result is Outcome.CONFLICT:
             self._release(decision, requeue="now", message=message)
+        elif result is Outcome.DEADLINE_EXCEEDED:
+            self.flow.congested(created=decision.created, now=self.clock.now())
+            self._release(decision, requeue="now", message=message)
         else:
             self._release(decision, requeue="backoff", message=message)
-        return True
 
     def _late_report(self, decision_id: str, pod_uid: str, result: Outcome, attempts: int) -> bool:
         """The final report of a decision the watch showed bound before it came: the
@@ -116,6 +134,9 @@ class BinderOutcomes(SchedulingCycle):
     def _bound(self, decision: Decision, binder_id: str) -> None:
         """A binder bound the pod: its room stays taken until the watch confirms it."""
         uid = decision.pod.uid
+        self.flow.bound(
+            created=decision.created, now=self.clock.now(), in_flight=self.bindings_in_flight
+        )
         self.cache.finish_binding(uid)
         self.algo.confirm(uid)
         del self.decisions[decision.decision_id]
@@ -215,6 +236,7 @@ class BinderOutcomes(SchedulingCycle):
     def expire_overdue(self) -> int:
         overdue = self.overdue_decisions()
         for decision in overdue:
+            self.flow.congested(created=decision.created, now=self.clock.now())
             self._emit(
                 DecisionEvent(
                     EventKind.BIND_FAILED,

@@ -153,7 +153,12 @@ class WatchEvents(SchedulingCycle):
         decision_id = self.decision_of_pod.pop(pod.uid, None)
         if decision_id is not None:
             # The watch confirmed the binding before the binder's report arrived.
-            self.decisions.pop(decision_id, None)
+            decision = self.decisions.pop(decision_id, None)
+            if decision is not None:
+                self.flow.bound(
+                    created=decision.created, now=self.clock.now(),
+                    in_flight=self.bindings_in_flight,
+                )  # fmt: skip
             self._count("bound")
             self._emit(
                 DecisionEvent(

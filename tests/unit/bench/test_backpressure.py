@@ -52,6 +52,18 @@ def test_parse_metrics_keeps_the_gauges_and_the_queue_label() -> None:
     }
 
 
+def test_parse_metrics_keeps_the_scheduler_outcomes_by_result() -> None:
+    text = (
+        "# TYPE splitsched_scheduler_binding_outcomes counter\n"
+        'splitsched_scheduler_binding_outcomes_total{result="BOUND"} 7.0\n'
+        'splitsched_scheduler_binding_outcomes_total{result="BIND_FAILED"} 3.0\n'
+    )
+    assert sampling.parse_metrics(text) == {
+        "splitsched_scheduler_binding_outcomes_total{BOUND}": 7.0,
+        "splitsched_scheduler_binding_outcomes_total{BIND_FAILED}": 3.0,
+    }
+
+
 def test_settled_needs_a_node_or_the_reason() -> None:
     def pod(name: str, node: str = "", cond: dict[str, str] | None = None) -> dict[str, Any]:
         return {
