@@ -10,9 +10,10 @@ window is a TCP-like congestion window over the bindings sent and not yet resolv
   each at first (slow start: it doubles every round), by one per window's worth once
   the binders have pushed back (congestion avoidance), so it does not overshoot again;
 - it shrinks by one for each binding bound later than that, before the deadline is hit;
-- it halves on a congestion signal (a binder's DEADLINE_EXCEEDED or "queue full", or a
-  decision expiring unresolved), at most once per round: a signal about a decision made
-  before the last cut says nothing new (TCP's fast recovery does the same).
+- it halves on a congestion signal (a binder's "queue full", its DEADLINE_EXCEEDED for a
+  decision it never started, or a decision expiring unresolved), at most once per round:
+  a signal about a decision made before the last cut says nothing new (TCP's fast
+  recovery does the same).
 
 Between `MIN_WINDOW` and `cap` (`--max-decisions-in-flight`). Pure: the caller passes the
 clock's readings and the number in flight.

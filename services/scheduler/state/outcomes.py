@@ -92,15 +92,17 @@ class BinderOutcomes(SchedulingCycle):
         if result is Outcome.BOUND:
             self._bound(decision, binder_id)
             return True
-        self._bind_failed(decision, result, message, binder_id)
+        self._bind_failed(decision, result, message, binder_id, started=attempts > 0)
         return True
 
     def _bind_failed(
-        self, decision: Decision, result: Outcome, message: str, binder_id: str
+        self, decision: Decision, result: Outcome, message: str, binder_id: str, *, started: bool
     ) -> None:
-        """A binder's failure report: POD_GONE drops the pod, CONFLICT requeues it at once,
-        DEADLINE_EXCEEDED too (the binders were too slow for the deadline, nothing is wrong
-        with the pod: the flow window shrinks instead), any other backs off."""
+        """A binder's failure report: POD_GONE drops the pod, CONFLICT requeues it at once.
+        DEADLINE_EXCEEDED before any request (`started` False: it waited in the binder's
+        intake until too late) too: the binders were too slow for the deadline, nothing is
+        wrong with the pod, and the flow window shrinks instead. Any other failure, a
+        binding tried and given up included, backs off (the pod's attempts count on)."""
         kind = _FAILURE_KINDS.get(result, EventKind.BIND_FAILED)
         self._emit(
             DecisionEvent(
@@ -112,7 +114,7 @@ class BinderOutcomes(SchedulingCycle):
             self._release(decision, requeue=None, message=message)
         elif result is Outcome.CONFLICT:
             self._release(decision, requeue="now", message=message)
-        elif result is Outcome.DEADLINE_EXCEEDED:
+        elif result is Outcome.DEADLINE_EXCEEDED and not started:
             self.flow.congested(created=decision.created, now=self.clock.now())
             self._release(decision, requeue="now", message=message)
         else:

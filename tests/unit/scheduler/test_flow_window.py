@@ -89,6 +89,26 @@ def test_binder_deadline_exceeded_requeues_to_active_without_backoff() -> None:
     assert st.flow.size == 32
 
 
+def test_a_binding_tried_and_given_up_backs_off_and_counts_as_an_attempt() -> None:
+    """DEADLINE_EXCEEDED after Binding calls (``--bind-attempts`` spent on a 500, say) is
+    the API server's failure, not a full intake: the pod backs off with its attempts
+    counted on (the retry's trace is kept as one), and the window stays."""
+    clock = FakeClock(100.0)
+    st, d = one_decision(clock)
+    window = st.flow.size
+    clock.advance(1)
+    st.on_outcome(
+        decision_id=d.decision_id, result=Outcome.DEADLINE_EXCEEDED, attempts=1,
+        message="gave up after 1 attempts; last error: HTTP 500",
+    )  # fmt: skip
+    assert st.queue.place_of("uid-a") == "backoff"
+    assert st.flow.size == window
+    clock.advance(60)
+    st.queue.flush()
+    again = st.queue.pop()
+    assert again is not None and again.attempts == 2
+
+
 def test_other_refusals_and_failures_still_back_off() -> None:
     st = scheduler_state(FakeClock(100.0), nodes=[node("n1")], bind_timeout=30)
     st.apply_pod("ADDED", pod("a", cpu=100))
