@@ -157,7 +157,12 @@ class RingEvent:
     type: int
     entry: Entry
     was_assigned: bool  # for a MODIFIED pod: was the previous version assigned?
-    data: bytes  # the serialised ClusterEvent
+
+    @property
+    def data(self) -> bytes:
+        """The serialised ClusterEvent: built when sent, not kept (the ring would hold a
+        second copy of every body it holds)."""
+        return _header(self.sequence, self.type) + self.entry.body
 
 
 class ClusterHub:
@@ -215,8 +220,7 @@ class ClusterHub:
 
     def _append(self, type_: int, entry: Entry, *, was_assigned: bool) -> int:
         seq = self._last + 1
-        data = _header(seq, type_) + entry.body
-        self._ring[seq % self.ring_size] = RingEvent(seq, type_, entry, was_assigned, data)
+        self._ring[seq % self.ring_size] = RingEvent(seq, type_, entry, was_assigned)
         self._last = seq
         if self._count < self.ring_size:
             self._count += 1
