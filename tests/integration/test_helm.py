@@ -154,12 +154,20 @@ def test_lint_and_template_pass(helm: Path, value_set: str) -> None:
         env = {e["name"]: e.get("value") for e in container(docs, "scheduler")["env"]}
         assert env["OTEL_EXPORTER_OTLP_ENDPOINT"].startswith("http://")
         assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+        assert env["SPLITSCHED_TRACES_TAIL"] == "off"
+        assert env["SPLITSCHED_TRACES_KEEP_SLOWER_THAN"] == "2.5"
+        binder_env = {e["name"]: e.get("value") for e in container(docs, "binder")["env"]}
+        assert (binder_env["SPLITSCHED_BINDER_QPS"], binder_env["SPLITSCHED_BINDER_BURST"]) == (
+            "200", "400",
+        )  # fmt: skip
         check_dashboard_and_alerts(docs)
     else:
         assert "ServiceMonitor" not in kinds and "HorizontalPodAutoscaler" not in kinds
         assert "PrometheusRule" not in kinds
         assert not find(docs, "ConfigMap", "monitoring")
         assert one(docs, "Deployment", "binder")["spec"]["replicas"] == 2
+        binder_env = {e["name"]: e.get("value") for e in container(docs, "binder")["env"]}
+        assert binder_env["SPLITSCHED_BINDER_QPS"] == "0"  # no client-side limit: APF paces
         assert scheduler["replicas"] == 1
         assert scheduler["strategy"] == {"type": "Recreate"}
         assert "Role" not in kinds and "RoleBinding" not in kinds

@@ -93,6 +93,10 @@ the component's extraEnv. `.prefix` is the component's SPLITSCHED_<COMPONENT> pr
   value: {{ $g.otel.sampler | quote }}
 - name: OTEL_TRACES_SAMPLER_ARG
   value: {{ $g.otel.samplerArg | quote }}
+- name: SPLITSCHED_TRACES_TAIL
+  value: {{ ternary "on" "off" $g.otel.tailKeeping | quote }}
+- name: SPLITSCHED_TRACES_KEEP_SLOWER_THAN
+  value: {{ $g.otel.keepSlowerThan | quote }}
 {{- else }}
 - name: OTEL_SDK_DISABLED
   value: "true"
