@@ -103,10 +103,7 @@ def replot(path: Path) -> int:
     print(f"{doc['command']}  ({doc['started_at']}, load {doc['load_average']})\n")
     print(report.table(results))
     print()
-    print(report.ratio_text(results))
-    if report.pooled_latency(results):
-        print()
-        print(report.pooled_text(results))
+    print(report.summary_text(results))
     report.plot(results, path.with_suffix(".png"))
     print(f"\ndrew {path.with_suffix('.png')}")
     return 0
@@ -141,10 +138,7 @@ def _print_report(results: list[runner.RunResult], *, repeat: int) -> None:
     print("CPU seconds per process:")
     print(report.cpu_table(results))
     print()
-    print(report.ratio_text(results))
-    if report.pooled_latency(results):
-        print()
-        print(report.pooled_text(results))
+    print(report.summary_text(results))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,6 +9,8 @@ before the next. Each contender schedules only pods with its own ``schedulerName
 * ``kube-scheduler-defaults`` -- the same at the client defaults (QPS 50, burst 100).
 * ``kube-scheduler-score-all`` -- QPS 5000 and ``percentageOfNodesToScore: 100`` (it then
   scores every feasible node, as splitsched always does). Not in the default set.
+* ``ceiling`` -- no scheduler: Bindings to the next node in turn and their Events, as
+  fast as the API server takes them (``bench.sidebyside.ceiling``); basic workload only.
 * ``splitsched-N`` -- ``splitsched.testing.stack.Stack`` with N binders, each component with
   its least-privilege ServiceAccount kubeconfig; pods with ``schedulerName: splitsched``.
 """
@@ -30,6 +32,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
+from bench.sidebyside import ceiling
 from splitsched.testing import controlplane, kube, stack
 
 KUBE_SCHEDULER_NAME = "bench-kube"
@@ -70,8 +73,51 @@ class Contender(abc.ABC):
         return ""
 
 
-class KubeScheduler(Contender):
+class OneProcess(Contender):
+    """A contender that is one process (``proc``), logging to ``log_path``."""
+
+    process_name: str
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.proc = None
+
+    def pids(self) -> dict[str, int]:
+        return {self.process_name: self.proc.pid} if self.proc else {}
+
+    def log_tail(self) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-30:])
+        except OSError:
+            return ""
+
+    def _spawn(self, argv: Sequence[str]) -> subprocess.Popen[bytes]:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                preexec_fn=controlplane.die_with_parent,
+            )  # fmt: skip
+        return self.proc
+
+
+class KubeScheduler(OneProcess):
     family = "kube-scheduler"
+    process_name = "kube-scheduler"
 
     def __init__(
         self,
@@ -111,10 +157,6 @@ class KubeScheduler(Contender):
             conf["percentageOfNodesToScore"] = self.percentage
         return conf
 
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / f"{self.name}.log"
-
     def start(self, *, timeout: float = 120.0) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config_path = self.workdir / f"{self.name}.yaml"
@@ -129,21 +171,14 @@ class KubeScheduler(Contender):
             f"--authorization-kubeconfig={self.kubeconfig}",
             "--v=1",
         ]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=controlplane.die_with_parent,
-            )
+        proc = self._spawn(argv)
         # /readyz is on the always-allowed paths and turns ok once the informers synced.
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
         deadline = time.monotonic() + timeout
         while True:
-            if self.proc.poll() is not None:
+            if proc.poll() is not None:
                 raise RuntimeError(f"kube-scheduler exited early:\n{self.log_tail()}")
             try:
                 url = f"https://127.0.0.1:{self.port}/readyz"
@@ -157,21 +192,6 @@ class KubeScheduler(Contender):
                 raise RuntimeError(f"kube-scheduler not ready in {timeout}s:\n{self.log_tail()}")
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.proc = None
-
-    def pids(self) -> dict[str, int]:
-        return {"kube-scheduler": self.proc.pid} if self.proc else {}
-
     def describe(self) -> dict[str, Any]:
         conf = self.config()
         conf["clientConnection"].pop("kubeconfig", None)
@@ -183,11 +203,37 @@ class KubeScheduler(Contender):
             "percentage_of_nodes_to_score": self.percentage or "default (adaptive)",
         }
 
-    def log_tail(self) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-30:])
-        except OSError:
-            return ""
+
+class Ceiling(OneProcess):
+    """``bench.sidebyside.ceiling``: Bindings and Events with no scheduling at all."""
+
+    family = "ceiling"
+    process_name = "ceiling"
+
+    def __init__(self, *, kubeconfig: Path, workdir: Path) -> None:
+        self.name = ceiling.NAME
+        self.scheduler_name = ceiling.SCHEDULER_NAME
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.proc = None
+
+    def start(self, *, timeout: float = 120.0) -> None:
+        proc = self._spawn(ceiling.argv(self.kubeconfig, scheduler_name=self.scheduler_name))
+        deadline = time.monotonic() + timeout
+        while "ready:" not in self.log_path.read_text(errors="replace"):
+            if proc.poll() is not None:
+                raise RuntimeError(f"the ceiling client exited early:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the ceiling client not ready in {timeout}s")
+            time.sleep(0.05)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "binary": "bench/ceiling (Go standard library, HTTP/2)",
+            "workers": ceiling.WORKERS,
+            "does": "each pod's Binding to the next node in turn, then its Scheduled Event",
+        }
 
 
 class Splitsched(Contender):
@@ -252,9 +298,10 @@ class Splitsched(Contender):
 def validate(names: Sequence[str]) -> None:
     """ValueError unless every name is a known contender."""
     for name in names:
-        if name not in _KUBE and not re.fullmatch(r"splitsched-[1-9]\d*", name):
+        if name not in (*_KUBE, ceiling.NAME) and not re.fullmatch(r"splitsched-[1-9]\d*", name):
             raise ValueError(
-                f"unknown contender {name!r}: {', '.join(_KUBE)} or splitsched-<binders>"
+                f"unknown contender {name!r}: {', '.join(_KUBE)}, {ceiling.NAME} or "
+                "splitsched-<binders>"
             )
 
 
@@ -277,6 +324,8 @@ def make(name: str, *, kubeconfig: Path, admin_api: client.ApiClient, workdir: P
             burst=5000,
             percentage_of_nodes_to_score=100,
         )
+    if name == ceiling.NAME:
+        return Ceiling(kubeconfig=kubeconfig, workdir=cdir)
     if m := re.fullmatch(r"splitsched-(\d+)", name):
         return Splitsched(name, binders=int(m.group(1)), admin_api=admin_api, workdir=cdir)
     validate([name])

@@ -170,5 +170,8 @@ def peak_rss_mib(pid: int) -> float | None:
 
 
 def cpu_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-    """CPU seconds used between two snapshots, per process present in both."""
-    return {k: round(after[k] - before[k], 2) for k in after if k in before}
+    """CPU seconds used between two snapshots, per process in ``after``: one missing from
+    ``before`` had not started then, so all its CPU is in the window (a contender that
+    binds within the sampling interval of its start, as the ceiling client does, was
+    left out before)."""
+    return {k: round(after[k] - before.get(k, 0.0), 2) for k in after}

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from bench.sidebyside.measure import Latency
-from bench.sidebyside.runner import Options, RunResult
+from bench.sidebyside.runner import CONTROL_PLANE, Options, RunResult
 from splitsched.testing import controlplane
 
 BASELINE = "kube-scheduler"
-CONTROL_PLANE = ("kube-apiserver", "etcd", "kwok", "harness")
+CEILING = "ceiling"
 
 
 def _f(value: float, digits: int = 1) -> str:
@@ -135,6 +135,36 @@ def pooled_text(results: Sequence[RunResult]) -> str:
                 vs = f"  x{_f(_ratio(lat.p50, base.p50), 2)}, x{_f(_ratio(lat.p99, base.p99), 2)}"
             lines.append(f"  {name:24} {lat.p50:.3f} / {lat.p99:.3f}  ({lat.count} pods){vs}")
     return "\n".join(lines)
+
+
+def ceiling_fractions(results: Sequence[RunResult]) -> dict[str, dict[str, float]]:
+    """workload -> contender -> its throughput (server stamps, median runs) as a fraction of
+    the ceiling client's in the same run (``bench.sidebyside.ceiling``): how close each
+    scheduler comes to what the API server can take at all."""
+    results = representative(results)
+    out: dict[str, dict[str, float]] = {}
+    for top in (r for r in results if r.contender == CEILING):
+        out[top.workload] = {
+            r.contender: _ratio(r.server_average, top.server_average)
+            for r in results
+            if r.workload == top.workload and r.contender != CEILING
+        }
+    return out
+
+
+def summary_text(results: Sequence[RunResult]) -> str:
+    """What follows the tables: the ratios over kube-scheduler, the pooled latencies and
+    the fractions of the ceiling (each when the run has them)."""
+    parts = [ratio_text(results)]
+    if pooled_latency(results):
+        parts.append(pooled_text(results))
+    fractions = ceiling_fractions(results)
+    if fractions:
+        lines = ["throughput as a fraction of the ceiling (Bindings and Events, no scheduling)"]
+        for workload, row in fractions.items():
+            lines += [f"  {workload:9} {name:24} {_f(f, 2)}" for name, f in row.items()]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -255,6 +285,7 @@ def document(
         "results": [r.to_json() for r in results],
         "median_runs": [[r.workload, r.contender, r.round] for r in representative(results)],
         "ratios_vs_kube_scheduler": ratios(results),
+        "fractions_of_ceiling": ceiling_fractions(results),
         "pooled_latency": {
             w: {c: asdict(lat) for c, lat in row.items()}
             for w, row in pooled_latency(results).items()

@@ -52,7 +52,7 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
         [
             "--nodes", "20", "--init-pods", "20", "--pods", "100",
             "--workloads", "basic,idle", "--idle-seconds", "2",
-            "--contenders", "kube-scheduler,splitsched-1",
+            "--contenders", "kube-scheduler,splitsched-1,ceiling",
             "--output", str(stem), "--timeout", "120",
         ]
     )  # fmt: skip
@@ -63,7 +63,10 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
     assert {"watcher", "scheduler", "binder-0"} <= idle["splitsched-1"]["cpu_seconds"].keys()
     assert "kube-scheduler" in idle["kube-scheduler"]["peak_rss_mib"]
     assert "cpu" in doc["ratios_vs_kube_scheduler"]["idle"]["splitsched-1"]
-    assert set(runs) == {"kube-scheduler", "splitsched-1"}
+    assert set(runs) == {"kube-scheduler", "splitsched-1", "ceiling"}
+    assert "ceiling" not in idle  # nothing to bind: the ceiling is not run
+    fractions = doc["fractions_of_ceiling"]["basic"]
+    assert set(fractions) == {"kube-scheduler", "splitsched-1"}
     for name, run in runs.items():
         assert run["error"] is None, (name, run["error"])
         assert run["complete"] and run["bound"] == run["pods"] == 100, name
@@ -126,6 +129,33 @@ def test_latency_is_pooled_over_every_pod_of_every_round() -> None:
     assert pooled["splitsched-2"].p50 == 0.05 and pooled["splitsched-2"].p99 == 0.15
     text = report.pooled_text(results)
     assert "2 round(s)" in text and "x0.17, x0.17" in text
+
+
+def test_the_shared_control_plane_is_not_the_contenders_cost() -> None:
+    """kube-controller-manager runs beside the API server for every contender: counting it
+    as the contender's (as until 11-27) hid part of the difference between them."""
+    run = _run("splitsched-1", 0, [100])
+    run.cpu_seconds = {"kube-controller-manager": 0.5, "kube-apiserver": 5.0, "scheduler": 1.0}
+    run.peak_rss_mib = {"kube-controller-manager": 100.0, "etcd": 90.0, "scheduler": 110.0}
+    assert (run.our_cpu, run.our_peak_rss_mib) == (1.0, 110.0)
+    assert "kube-controller-manager" not in report.cpu_table([run])
+
+
+def test_a_process_started_inside_the_window_counts_all_its_cpu() -> None:
+    before = {"kube-apiserver": 10.0}
+    after = {"kube-apiserver": 12.5, "ceiling": 0.25}
+    assert measure.cpu_delta(before, after) == {"kube-apiserver": 2.5, "ceiling": 0.25}
+
+
+def test_ceiling_fractions_use_each_contenders_median_run() -> None:
+    runs = []
+    for name, per_second in (("ceiling", 500), ("kube-scheduler", 400), ("splitsched-2", 450)):
+        run = _run(name, 0, [100])
+        run.workload, run.server_binds_per_second = "basic", [1, per_second, per_second, 1]
+        runs.append(run)
+    fractions = report.ceiling_fractions(runs)
+    assert fractions == {"basic": {"kube-scheduler": 0.8, "splitsched-2": 0.9}}
+    assert "fraction of the ceiling" in report.summary_text(runs)
 
 
 @pytest.mark.integration

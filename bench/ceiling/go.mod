@@ -1,0 +1,3 @@
+module splitsched.local/bench/ceiling
+
+go 1.22
