@@ -12,7 +12,7 @@ the `podindex.PodIndex` the pod-topology plugins read (`pod_groups`, `affinity_t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -351,12 +351,18 @@ class NodeTable:
         return self._pod_index.affinity_terms
 
     def pod_counts_by_row(
-        self, match: Callable[[PodGroup], bool], *, required: LabelPair | None = None
+        self,
+        match: Callable[[PodGroup], bool],
+        *,
+        required: LabelPair | None = None,
+        key: Hashable = None,
     ) -> IntArray:
         """Per row, how many assigned pods of the groups `match` accepts run there;
-        `required`, a label every accepted group carries, narrows the search."""
+        `required`, a label every accepted group carries, narrows the search; `key`, naming
+        what `match` accepts for good, keeps the counts up to date between calls
+        (`PodIndex.counts_by_row`)."""
         return self._pod_index.counts_by_row(
-            match, self.row_of, self.n, layout=self.spec_version, required=required
+            match, self.row_of, self.n, layout=self.spec_version, required=required, key=key
         )
 
     def anti_affinity_candidates(self, labels: Mapping[str, str]) -> list[AffinityTermKey]:

@@ -63,6 +63,7 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 
 _PREFILTER_KEY = "PreFilterPodTopologySpread"
 _PRESCORE_KEY = "PreScorePodTopologySpread"
+_TALLY = "PodTopologySpread"  # names this plugin's kept counts (`NodeTable.pod_counts_by_row`)
 
 
 def _domain_sums(ids: IntArray, counts: IntArray, rows: BoolArray, size: int) -> IntArray:
@@ -219,7 +220,8 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         table: NodeTable, pod: models.Pod, c: _Constraint, memo: dict[object, IntArray]
     ) -> IntArray:
         """Per row, the pod's namespace's non-terminating pods the constraint selects;
-        memoised per selector within one call (default constraints share one)."""
+        memoised per selector within one call (default constraints share one) and kept
+        up to date between calls by the pod index."""
         key = (c.selector, c.owner)
         hit = memo.get(key)
         if hit is not None:
@@ -246,7 +248,9 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                 )
 
         memo[key] = counts = table.pod_counts_by_row(
-            match, required=None if c.owner else required_pair(sel)
+            match,
+            required=None if c.owner else required_pair(sel),
+            key=(_TALLY, ns, sel, c.owner),  # `match` reads these alone
         )
         return counts
 
