@@ -45,6 +45,11 @@ _NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
 _M = TypeVar("_M")
 
 
+def _matrix(rows: int, cols: int) -> IntArray:
+    """Zeros, column-major (see `NodeTable.__init__`)."""
+    return np.zeros((rows, cols), dtype=np.int64, order="F")
+
+
 @dataclass(frozen=True, slots=True)
 class PodVectors:
     """A pod's request as table columns: computed once per pod per table."""
@@ -62,9 +67,11 @@ class NodeTable:
         self.resource_names: list[str] = list(_FIXED_RESOURCES)
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         cap = max(initial_capacity, 1)
-        self._allocatable = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
-        self._requested = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
-        self._nonzero = np.zeros((cap, 2), dtype=np.int64)  # cpu milli, memory: for scoring
+        # Column-major: plugins read a resource over every row (a contiguous column); a
+        # pod's count writes one row of a few columns.
+        self._allocatable = _matrix(cap, len(self.resource_names))
+        self._requested = _matrix(cap, len(self.resource_names))
+        self._nonzero = _matrix(cap, 2)  # cpu milli, memory: for scoring
         self._unschedulable = np.zeros(cap, dtype=np.bool_)
         self.names: list[str] = []
         self.nodes: list[models.Node] = []
@@ -123,9 +130,11 @@ class NodeTable:
         col = len(self.resource_names)
         self.resource_names.append(resource)
         self.resource_col[resource] = col
-        extra = np.zeros((self._allocatable.shape[0], 1), dtype=np.int64)
-        self._allocatable = np.hstack([self._allocatable, extra])
-        self._requested = np.hstack([self._requested, extra.copy()])
+        for attr in ("_allocatable", "_requested"):
+            old = getattr(self, attr)
+            new = _matrix(old.shape[0], old.shape[1] + 1)
+            new[:, : old.shape[1]] = old
+            setattr(self, attr, new)
         return col
 
     def _grow(self) -> None:
@@ -137,7 +146,7 @@ class NodeTable:
             ("_nonzero", (cap, 2)),
         ):
             old = getattr(self, attr)
-            new = np.zeros(shape, dtype=np.int64)
+            new = _matrix(*shape)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
         uns = np.zeros(cap, dtype=np.bool_)
