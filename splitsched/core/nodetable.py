@@ -27,6 +27,7 @@ from splitsched.core.podindex import (
     PodGroupKey,
     PodIndex,
 )
+from splitsched.core.specmemo import SpecMemo
 from splitsched.core.storageview import StorageView
 
 BoolArray = npt.NDArray[np.bool_]
@@ -94,8 +95,7 @@ class NodeTable:
         # (a view handed in must hold no pods: `StorageView.rewatch`).
         self.storage = storage if storage is not None else StorageView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
-        self._memo: dict[tuple[object, ...], object] = {}
-        self._memo_version = -1
+        self._specs = SpecMemo()
         self._pod_index = PodIndex()  # kept in step by add_pod/remove_pod/remove_node
 
     # ---- sizes and views -------------------------------------------------------------
@@ -378,37 +378,32 @@ class NodeTable:
         """The assigned pods' required anti-affinity terms a pod with `labels` may match."""
         return self._pod_index.anti_affinity_candidates(labels)
 
-    # ---- memoised indexes over node specs -------------------------------------------
-    def _memo_get(self, key: tuple[object, ...]) -> object | None:
-        if self._memo_version != self.spec_version:
-            self._memo.clear()
-            self._memo_version = self.spec_version
-        return self._memo.get(key)
-
+    # ---- memoised indexes over node specs (`splitsched.core.specmemo`) ---------------
     def memoised(self, key: tuple[object, ...], compute: Callable[[], _M]) -> _M:
         """`compute()`, kept until nodes come, go or change labels or taints: the
         plugins' own indexes over node specs (a volume's node affinity, say)."""
-        hit = self._memo_get(key)
-        if hit is None:
-            hit = self._memo[key] = compute()
-        return hit  # type: ignore[return-value]
+        return self._specs.memoised(self.spec_version, key, compute)
+
+    def recently(self, key: tuple[object, ...], compute: Callable[[], _M]) -> _M:
+        """`memoised`, for values keyed by what pods ask (a node selector's mask, say):
+        only the most recently used stay, so pods asking ever new things cannot grow it
+        without bound."""
+        return self._specs.recently(self.spec_version, key, compute)
 
     def label_values(self, key: str) -> tuple[npt.NDArray[np.int32], list[str]]:
         """Per row, an index into the returned list of distinct values of label `key`;
         -1 where the node lacks the label. Topology domains come from this."""
-        memo_key: tuple[object, ...] = ("values", key)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        ids = np.full(self.n, -1, dtype=np.int32)
-        distinct: dict[str, int] = {}
-        for row, node in enumerate(self.nodes):
-            value = node.labels.get(key)
-            if value is not None:
-                ids[row] = distinct.setdefault(value, len(distinct))
-        result = (ids, list(distinct))
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> tuple[npt.NDArray[np.int32], list[str]]:
+            ids = np.full(self.n, -1, dtype=np.int32)
+            distinct: dict[str, int] = {}
+            for row, node in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    ids[row] = distinct.setdefault(value, len(distinct))
+            return ids, list(distinct)
+
+        return self.memoised(("values", key), compute)
 
     def label_equals(self, key: str, value: str) -> BoolArray:
         ids, values = self.label_values(key)
@@ -433,49 +428,39 @@ class NodeTable:
         """Nodes grouped by identical taint sets: per row a group id, and the groups. Most
         clusters have a handful of distinct sets, so a pod's tolerations are checked per
         group, not per node."""
-        memo_key: tuple[object, ...] = ("taints",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        ids = np.zeros(self.n, dtype=np.int32)
-        groups: dict[tuple[models.Taint, ...], int] = {}
-        for row, node in enumerate(self.nodes):
-            ids[row] = groups.setdefault(node.taints, len(groups))
-        result = (ids, list(groups))
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> tuple[npt.NDArray[np.int32], list[tuple[models.Taint, ...]]]:
+            ids = np.zeros(self.n, dtype=np.int32)
+            groups: dict[tuple[models.Taint, ...], int] = {}
+            for row, node in enumerate(self.nodes):
+                ids[row] = groups.setdefault(node.taints, len(groups))
+            return ids, list(groups)
+
+        return self.memoised(("taints",), compute)
 
     def image_index(self) -> Mapping[str, tuple[IntArray, IntArray]]:
         """Per image name any node reports (status.images): the rows holding it and the
         size each of those nodes reports. A node listing a name twice counts once, with
         its first size. Empty while no node reports images."""
-        memo_key: tuple[object, ...] = ("images",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        held: dict[str, tuple[list[int], list[int]]] = {}
-        for row, node in enumerate(self.nodes):
-            for image in node.images:
-                for name in image.names:
-                    rows, sizes = held.setdefault(name, ([], []))
-                    if not rows or rows[-1] != row:
-                        rows.append(row)
-                        sizes.append(image.size_bytes)
-        result = {
-            name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
-            for name, (rows, sizes) in held.items()
-        }
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> dict[str, tuple[IntArray, IntArray]]:
+            held: dict[str, tuple[list[int], list[int]]] = {}
+            for row, node in enumerate(self.nodes):
+                for image in node.images:
+                    for name in image.names:
+                        rows, sizes = held.setdefault(name, ([], []))
+                        if not rows or rows[-1] != row:
+                            rows.append(row)
+                            sizes.append(image.size_bytes)
+            return {
+                name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
+                for name, (rows, sizes) in held.items()
+            }
+
+        return self.memoised(("images",), compute)
 
     def node_name_array(self) -> npt.NDArray[np.object_]:
-        memo_key: tuple[object, ...] = ("names",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        arr = np.asarray(self.names, dtype=object)
-        self._memo[memo_key] = arr
-        return arr
+        return self.memoised(("names",), lambda: np.asarray(self.names, dtype=object))
 
     def free(self) -> IntArray:
         return self.allocatable - self.requested
