@@ -42,6 +42,7 @@ COL_PODS = 3
 _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.PODS)
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
+RowsMark = tuple[int, int, int]  # `NodeTable.rows_mark`: rows, spec version, touch position
 _NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
 _M = TypeVar("_M")
 
@@ -234,12 +235,27 @@ class NodeTable:
         return self.touch_base + len(self.touch_log)
 
     def touched_since(self, mark: int) -> IntArray | None:
-        """Distinct rows touched since `mark` (a former `touch_mark`), or None when that
-        part of the log was dropped."""
+        """Distinct rows touched since `mark` (a former `touch_mark`), sorted, or None when
+        that part of the log was dropped."""
         if mark < self.touch_base:
             return None
         tail = self.touch_log[mark - self.touch_base :]
-        return np.unique(np.asarray(tail, dtype=np.int64)) if tail else _NO_ROWS
+        if len(tail) < 256:  # the usual few rows: np.unique's own cost would dominate
+            return np.fromiter(sorted(set(tail)), dtype=np.int64) if tail else _NO_ROWS
+        return np.unique(np.asarray(tail, dtype=np.int64))
+
+    def rows_mark(self) -> RowsMark:
+        """Where the rows stand now, for `stale_rows`: a memo of values per row keeps it."""
+        return (self.n, self.spec_version, self.touch_mark)
+
+    def stale_rows(self, mark: RowsMark) -> IntArray | None:
+        """The rows whose pods or allocatable changed since `mark` (sorted, distinct); None
+        when every row must be taken as changed: nodes came, went or changed labels or
+        taints, or that part of the touch log was dropped."""
+        n, spec_version, touched = mark
+        if n != self.n or spec_version != self.spec_version:
+            return None
+        return self.touched_since(touched)
 
     def pod_vectors(self, pod: models.Pod) -> PodVectors:
         """The pod's request over this table's columns (pods=1 included). Memoised per pod

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.nodetable import FloatArray, IntArray, NodeTable
+from splitsched.core.nodetable import FloatArray, NodeTable, RowsMark
 
 #: Shapes whose raw scores are kept: each costs a float64 per row per row-local plugin
 #: (about 2 MiB for four plugins at 65,000 nodes).
@@ -30,9 +30,7 @@ class RawScores:
     """Raw (unnormalised) scores of row-local plugins over all rows for one pod shape."""
 
     key: tuple[object, ...]
-    n: int
-    spec_version: int
-    mark: int
+    mark: RowsMark  # the rows as they stood when `raw` was last brought up to date
     raw: dict[str, FloatArray]
 
 
@@ -87,9 +85,7 @@ class ScoreMemo:
             self._table = table
         key = (profile.scheduler_name, *shape_of(pod), tuple(e.plugin.name for e in active))
         memo = self._kept.get(key)
-        stale: IntArray | None = None
-        if memo is not None and memo.n == table.n and memo.spec_version == table.spec_version:
-            stale = table.touched_since(memo.mark)
+        stale = None if memo is None else table.stale_rows(memo.mark)
         if memo is None or stale is None:
             memo = self._score_everything(table, key, state, pod, active)
             self._kept[key] = memo
@@ -101,7 +97,7 @@ class ScoreMemo:
         if stale.size:
             for entry in active:
                 memo.raw[entry.plugin.name][stale] = entry.plugin.score(state, pod, table, stale)
-        memo.mark = table.touch_mark
+        memo.mark = table.rows_mark()
         return memo
 
     @staticmethod
@@ -115,9 +111,7 @@ class ScoreMemo:
         everything = np.arange(table.n, dtype=np.int64)
         return RawScores(
             key=key,
-            n=table.n,
-            spec_version=table.spec_version,
-            mark=table.touch_mark,
+            mark=table.rows_mark(),
             raw={
                 e.plugin.name: np.asarray(
                     e.plugin.score(state, pod, table, everything), dtype=np.float64
