@@ -1,7 +1,7 @@
 """Per-domain arithmetic over a label's ids (`NodeTable.label_values`): a topology domain
 is a distinct value of its key, and a row's id says which one it is in (-1: the node lacks
-the label). Used by `topology_spread`; pure numpy, kept apart so the plugin reads as the
-Kubernetes semantics.
+the label). Used by `topology_spread` and `inter_pod_affinity`; pure numpy, kept apart so
+the plugins read as the Kubernetes semantics.
 """
 
 from __future__ import annotations
