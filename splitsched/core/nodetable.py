@@ -321,10 +321,11 @@ class NodeTable:
             return False
         if pod.uid in self.pods[row]:
             self.remove_pod(node_name, pod.uid)
-        for name, amount in pod.requests.items():
-            if amount:  # a zero request needs no column (Simulate must not add one)
-                self._ensure_column(name)
         vecs = self.pod_vectors(pod)
+        if vecs.unknown:  # non-zero requests no column holds yet (a zero one needs none)
+            for name in vecs.unknown:
+                self._ensure_column(name)
+            vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] += vecs.request
         self._nonzero[row, 0] += vecs.nonzero_cpu
         self._nonzero[row, 1] += vecs.nonzero_memory
