@@ -280,15 +280,14 @@ class NodeResourcesFit:
         stale = None if kept is None else table.stale_rows(kept[0])
         if kept is None or stale is None:
             fits = _fits(table, s, None)
-            self._kept[key] = (table.rows_mark(), fits)
-            if len(self._kept) > REQUESTS_KEPT:
-                self._kept.popitem(last=False)
         else:
             fits = kept[1]
             if stale.size:
                 fits[stale] = _fits(table, s, stale)
-            self._kept[key] = (table.rows_mark(), fits)
+        self._kept[key] = (table.rows_mark(), fits)
         self._kept.move_to_end(key)
+        if len(self._kept) > REQUESTS_KEPT:
+            self._kept.popitem(last=False)
         return fits.copy()
 
     def failure_reasons(

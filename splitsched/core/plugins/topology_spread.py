@@ -303,8 +303,8 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
             n_domains = int(present.sum())
             min_match = int(per_domain[present].min()) if n_domains >= c.min_domains else 0
             self_match = int(c.matches(pod.namespace, pod.labels, _owner(pod)))
-            # Per domain, whether placing the pod there breaks maxSkew (rows without the
-            # key are in no domain: `has` is False there).
+            # Per domain, whether placing the pod there breaks maxSkew (a row without the
+            # key, id -1, is in no domain).
             over = per_domain[:-1] + self_match - min_match > c.max_skew
             bad = rows_in(ids, over)
             too_skewed.append(bad)

@@ -434,3 +434,21 @@ def test_a_kept_mask_equals_a_fresh_filter_whatever_happens_in_between(
             p = req_pod(cpu=size, name="incoming")
             got = kept.filter(fresh_state(), p, table)
             assert bools(got) == bools(NodeResourcesFit().filter(fresh_state(), p, table))
+
+
+def test_a_request_whose_mask_was_dropped_is_judged_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from splitsched.core.plugins import resources_fit
+
+    monkeypatch.setattr(resources_fit, "REQUESTS_KEPT", 1)
+    table = table_of([node("a", cpu=1000), node("b", cpu=2000)])
+    kept = NodeResourcesFit()
+    small, big = req_pod(cpu=600, name="s"), req_pod(cpu=1500, name="b")
+    assert bools(kept.filter(fresh_state(), small, table)) == [True, True]
+    assert bools(kept.filter(fresh_state(), big, table)) == [False, True]  # drops small's
+    table.add_pod("b", req_pod(cpu=1000, name="x"))
+    assert bools(kept.filter(fresh_state(), small, table)) == [True, True]
+    assert bools(kept.filter(fresh_state(), big, table)) == [False, False]
+    table.add_pod("a", req_pod(cpu=500, name="y"))
+    assert bools(kept.filter(fresh_state(), small, table)) == [False, True]
