@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -58,7 +59,8 @@ def run(
     del snapshot
     list(batch.schedule_all(algo, core_shapes.make_pods(init_pods, shape=shape, prefix="init")))
     measured = core_shapes.make_pods(pods, shape=shape, prefix="pod", start=init_pods)
-    placed, elapsed = _timed_schedule(algo, measured, profile=profile)
+    placements, elapsed = _timed_schedule(algo, measured, profile=profile)
+    placed = sum(1 for _, node in placements if node)
     per_node = np.array([len(p) for p in algo.table.pods])
     return {
         "benchmark": f"core {shape} (in-process, no API server)",
@@ -74,6 +76,7 @@ def run(
         "rss_mib_before_build": rss_before_build,
         "peak_rss_mib": _peak_rss_mib(),
         "pods_per_node_min_max": [int(per_node.min()), int(per_node.max())],
+        "placements_digest": placements_digest(placements),
         "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
         "python": platform.python_version(),
         "load_average_1m_at_end": round(os.getloadavg()[0], 2),
@@ -83,14 +86,21 @@ def run(
     }
 
 
+def placements_digest(placements: Sequence[tuple[str, str | None]]) -> str:
+    """A short hash of pod -> node, in scheduling order: two runs of one command with the
+    same digest placed every pod alike (how a speed-up shows it changed no placement)."""
+    text = "".join(f"{pod}\t{node or '-'}\n" for pod, node in placements)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _timed_schedule(
     algo: algorithm.FrameworkAlgorithm, measured: list[models.Pod], *, profile: bool
-) -> tuple[int, float]:
+) -> tuple[list[tuple[str, str | None]], float]:
     prof = cProfile.Profile() if profile else None
     started = time.perf_counter()
     if prof:
         prof.enable()
-    placed = sum(1 for p in batch.schedule_all(algo, measured) if p.node)
+    placed = [(p.pod.uid, p.node) for p in batch.schedule_all(algo, measured)]
     if prof:
         prof.disable()
     elapsed = time.perf_counter() - started

@@ -12,7 +12,7 @@ the `podindex.PodIndex` the pod-topology plugins read (`pod_groups`, `affinity_t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -27,6 +27,7 @@ from splitsched.core.podindex import (
     PodGroupKey,
     PodIndex,
 )
+from splitsched.core.specmemo import SpecMemo
 from splitsched.core.storageview import StorageView
 
 BoolArray = npt.NDArray[np.bool_]
@@ -41,8 +42,14 @@ COL_PODS = 3
 _FIXED_RESOURCES = (models.CPU, models.MEMORY, models.EPHEMERAL_STORAGE, models.PODS)
 
 PortKey = tuple[str, str, int]  # (protocol, host_ip, port)
+RowsMark = tuple[int, int, int]  # `NodeTable.rows_mark`: rows, spec version, touch position
 _NO_ROWS: IntArray = np.zeros(0, dtype=np.int64)
 _M = TypeVar("_M")
+
+
+def _matrix(rows: int, cols: int) -> IntArray:
+    """Zeros, column-major (see `NodeTable.__init__`)."""
+    return np.zeros((rows, cols), dtype=np.int64, order="F")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +69,11 @@ class NodeTable:
         self.resource_names: list[str] = list(_FIXED_RESOURCES)
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         cap = max(initial_capacity, 1)
-        self._allocatable = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
-        self._requested = np.zeros((cap, len(self.resource_names)), dtype=np.int64)
-        self._nonzero = np.zeros((cap, 2), dtype=np.int64)  # cpu milli, memory: for scoring
+        # Column-major: plugins read a resource over every row (a contiguous column); a
+        # pod's count writes one row of a few columns.
+        self._allocatable = _matrix(cap, len(self.resource_names))
+        self._requested = _matrix(cap, len(self.resource_names))
+        self._nonzero = _matrix(cap, 2)  # cpu milli, memory: for scoring
         self._unschedulable = np.zeros(cap, dtype=np.bool_)
         self.names: list[str] = []
         self.nodes: list[models.Node] = []
@@ -87,8 +96,7 @@ class NodeTable:
         # (a view handed in must hold no pods: `StorageView.rewatch`).
         self.storage = storage if storage is not None else StorageView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
-        self._memo: dict[tuple[object, ...], object] = {}
-        self._memo_version = -1
+        self._specs = SpecMemo()
         self._pod_index = PodIndex()  # kept in step by add_pod/remove_pod/remove_node
 
     # ---- sizes and views -------------------------------------------------------------
@@ -123,9 +131,11 @@ class NodeTable:
         col = len(self.resource_names)
         self.resource_names.append(resource)
         self.resource_col[resource] = col
-        extra = np.zeros((self._allocatable.shape[0], 1), dtype=np.int64)
-        self._allocatable = np.hstack([self._allocatable, extra])
-        self._requested = np.hstack([self._requested, extra.copy()])
+        for attr in ("_allocatable", "_requested"):
+            old = getattr(self, attr)
+            new = _matrix(old.shape[0], old.shape[1] + 1)
+            new[:, : old.shape[1]] = old
+            setattr(self, attr, new)
         return col
 
     def _grow(self) -> None:
@@ -137,7 +147,7 @@ class NodeTable:
             ("_nonzero", (cap, 2)),
         ):
             old = getattr(self, attr)
-            new = np.zeros(shape, dtype=np.int64)
+            new = _matrix(*shape)
             new[: old.shape[0]] = old
             setattr(self, attr, new)
         uns = np.zeros(cap, dtype=np.bool_)
@@ -225,12 +235,27 @@ class NodeTable:
         return self.touch_base + len(self.touch_log)
 
     def touched_since(self, mark: int) -> IntArray | None:
-        """Distinct rows touched since `mark` (a former `touch_mark`), or None when that
-        part of the log was dropped."""
+        """Distinct rows touched since `mark` (a former `touch_mark`), sorted, or None when
+        that part of the log was dropped."""
         if mark < self.touch_base:
             return None
         tail = self.touch_log[mark - self.touch_base :]
-        return np.unique(np.asarray(tail, dtype=np.int64)) if tail else _NO_ROWS
+        if len(tail) < 256:  # the usual few rows: np.unique's own cost would dominate
+            return np.fromiter(sorted(set(tail)), dtype=np.int64) if tail else _NO_ROWS
+        return np.unique(np.asarray(tail, dtype=np.int64))
+
+    def rows_mark(self) -> RowsMark:
+        """Where the rows stand now, for `stale_rows`: a memo of values per row keeps it."""
+        return (self.n, self.spec_version, self.touch_mark)
+
+    def stale_rows(self, mark: RowsMark) -> IntArray | None:
+        """The rows whose pods or allocatable changed since `mark` (sorted, distinct); None
+        when every row must be taken as changed: nodes came, went or changed labels or
+        taints, or that part of the touch log was dropped."""
+        n, spec_version, touched = mark
+        if n != self.n or spec_version != self.spec_version:
+            return None
+        return self.touched_since(touched)
 
     def pod_vectors(self, pod: models.Pod) -> PodVectors:
         """The pod's request over this table's columns (pods=1 included). Memoised per pod
@@ -296,10 +321,11 @@ class NodeTable:
             return False
         if pod.uid in self.pods[row]:
             self.remove_pod(node_name, pod.uid)
-        for name, amount in pod.requests.items():
-            if amount:  # a zero request needs no column (Simulate must not add one)
-                self._ensure_column(name)
         vecs = self.pod_vectors(pod)
+        if vecs.unknown:  # non-zero requests no column holds yet (a zero one needs none)
+            for name in vecs.unknown:
+                self._ensure_column(name)
+            vecs = self.pod_vectors(pod)
         self._requested[row, : len(vecs.request)] += vecs.request
         self._nonzero[row, 0] += vecs.nonzero_cpu
         self._nonzero[row, 1] += vecs.nonzero_memory
@@ -351,49 +377,50 @@ class NodeTable:
         return self._pod_index.affinity_terms
 
     def pod_counts_by_row(
-        self, match: Callable[[PodGroup], bool], *, required: LabelPair | None = None
+        self,
+        match: Callable[[PodGroup], bool],
+        *,
+        required: LabelPair | None = None,
+        key: Hashable = None,
     ) -> IntArray:
         """Per row, how many assigned pods of the groups `match` accepts run there;
-        `required`, a label every accepted group carries, narrows the search."""
+        `required`, a label every accepted group carries, narrows the search; `key`, naming
+        what `match` accepts for good, keeps the counts up to date between calls
+        (`PodIndex.counts_by_row`)."""
         return self._pod_index.counts_by_row(
-            match, self.row_of, self.n, layout=self.spec_version, required=required
+            match, self.row_of, self.n, layout=self.spec_version, required=required, key=key
         )
 
     def anti_affinity_candidates(self, labels: Mapping[str, str]) -> list[AffinityTermKey]:
         """The assigned pods' required anti-affinity terms a pod with `labels` may match."""
         return self._pod_index.anti_affinity_candidates(labels)
 
-    # ---- memoised indexes over node specs -------------------------------------------
-    def _memo_get(self, key: tuple[object, ...]) -> object | None:
-        if self._memo_version != self.spec_version:
-            self._memo.clear()
-            self._memo_version = self.spec_version
-        return self._memo.get(key)
-
+    # ---- memoised indexes over node specs (`splitsched.core.specmemo`) ---------------
     def memoised(self, key: tuple[object, ...], compute: Callable[[], _M]) -> _M:
         """`compute()`, kept until nodes come, go or change labels or taints: the
         plugins' own indexes over node specs (a volume's node affinity, say)."""
-        hit = self._memo_get(key)
-        if hit is None:
-            hit = self._memo[key] = compute()
-        return hit  # type: ignore[return-value]
+        return self._specs.memoised(self.spec_version, key, compute)
+
+    def recently(self, key: tuple[object, ...], compute: Callable[[], _M]) -> _M:
+        """`memoised`, for values keyed by what pods ask (a node selector's mask, say):
+        only the most recently used stay, so pods asking ever new things cannot grow it
+        without bound."""
+        return self._specs.recently(self.spec_version, key, compute)
 
     def label_values(self, key: str) -> tuple[npt.NDArray[np.int32], list[str]]:
         """Per row, an index into the returned list of distinct values of label `key`;
         -1 where the node lacks the label. Topology domains come from this."""
-        memo_key: tuple[object, ...] = ("values", key)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        ids = np.full(self.n, -1, dtype=np.int32)
-        distinct: dict[str, int] = {}
-        for row, node in enumerate(self.nodes):
-            value = node.labels.get(key)
-            if value is not None:
-                ids[row] = distinct.setdefault(value, len(distinct))
-        result = (ids, list(distinct))
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> tuple[npt.NDArray[np.int32], list[str]]:
+            ids = np.full(self.n, -1, dtype=np.int32)
+            distinct: dict[str, int] = {}
+            for row, node in enumerate(self.nodes):
+                value = node.labels.get(key)
+                if value is not None:
+                    ids[row] = distinct.setdefault(value, len(distinct))
+            return ids, list(distinct)
+
+        return self.memoised(("values", key), compute)
 
     def label_equals(self, key: str, value: str) -> BoolArray:
         ids, values = self.label_values(key)
@@ -418,49 +445,39 @@ class NodeTable:
         """Nodes grouped by identical taint sets: per row a group id, and the groups. Most
         clusters have a handful of distinct sets, so a pod's tolerations are checked per
         group, not per node."""
-        memo_key: tuple[object, ...] = ("taints",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        ids = np.zeros(self.n, dtype=np.int32)
-        groups: dict[tuple[models.Taint, ...], int] = {}
-        for row, node in enumerate(self.nodes):
-            ids[row] = groups.setdefault(node.taints, len(groups))
-        result = (ids, list(groups))
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> tuple[npt.NDArray[np.int32], list[tuple[models.Taint, ...]]]:
+            ids = np.zeros(self.n, dtype=np.int32)
+            groups: dict[tuple[models.Taint, ...], int] = {}
+            for row, node in enumerate(self.nodes):
+                ids[row] = groups.setdefault(node.taints, len(groups))
+            return ids, list(groups)
+
+        return self.memoised(("taints",), compute)
 
     def image_index(self) -> Mapping[str, tuple[IntArray, IntArray]]:
         """Per image name any node reports (status.images): the rows holding it and the
         size each of those nodes reports. A node listing a name twice counts once, with
         its first size. Empty while no node reports images."""
-        memo_key: tuple[object, ...] = ("images",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        held: dict[str, tuple[list[int], list[int]]] = {}
-        for row, node in enumerate(self.nodes):
-            for image in node.images:
-                for name in image.names:
-                    rows, sizes = held.setdefault(name, ([], []))
-                    if not rows or rows[-1] != row:
-                        rows.append(row)
-                        sizes.append(image.size_bytes)
-        result = {
-            name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
-            for name, (rows, sizes) in held.items()
-        }
-        self._memo[memo_key] = result
-        return result
+
+        def compute() -> dict[str, tuple[IntArray, IntArray]]:
+            held: dict[str, tuple[list[int], list[int]]] = {}
+            for row, node in enumerate(self.nodes):
+                for image in node.images:
+                    for name in image.names:
+                        rows, sizes = held.setdefault(name, ([], []))
+                        if not rows or rows[-1] != row:
+                            rows.append(row)
+                            sizes.append(image.size_bytes)
+            return {
+                name: (np.asarray(rows, dtype=np.int64), np.asarray(sizes, dtype=np.int64))
+                for name, (rows, sizes) in held.items()
+            }
+
+        return self.memoised(("images",), compute)
 
     def node_name_array(self) -> npt.NDArray[np.object_]:
-        memo_key: tuple[object, ...] = ("names",)
-        hit = self._memo_get(memo_key)
-        if hit is not None:
-            return hit  # type: ignore[return-value]
-        arr = np.asarray(self.names, dtype=object)
-        self._memo[memo_key] = arr
-        return arr
+        return self.memoised(("names",), lambda: np.asarray(self.names, dtype=object))
 
     def free(self) -> IntArray:
         return self.allocatable - self.requested

@@ -27,6 +27,7 @@ import numpy as np
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.plugins import masks
+from splitsched.core.plugins.domains import domain_sums, rows_in
 from splitsched.core.podindex import (
     PREFERRED_AFFINITY,
     PREFERRED_ANTI_AFFINITY,
@@ -273,9 +274,8 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
                 self._group_matcher([t], table), required=required_pair(t.selector)
             )
             ids, values = table.label_values(t.topology_key)
-            has = ids >= 0
-            per_domain = np.bincount(ids[has], weights=counts[has], minlength=len(values) + 1)
-            anti_ok &= ~(has & (per_domain[np.maximum(ids, 0)] > 0))
+            per_domain = domain_sums(ids, counts, ids >= 0, len(values))
+            anti_ok &= ~rows_in(ids, per_domain[:-1] > 0)
 
         existing_ok = self._existing_anti_ok(pod, table)
         return _FilterState(affinity_ok, anti_ok, existing_ok, affinity_ok & anti_ok & existing_ok)
@@ -299,8 +299,10 @@ class InterPodAffinity(masks.MaskFilter[_FilterState]):
                     closed.add(int(ids[row]))
         for topology_key, closed in forbidden.items():
             if closed:
-                ids, _ = table.label_values(topology_key)
-                existing_ok &= ~np.isin(ids, np.fromiter(closed, dtype=ids.dtype))
+                ids, values = table.label_values(topology_key)
+                domains = np.zeros(len(values), dtype=np.bool_)
+                domains[list(closed)] = True
+                existing_ok &= ~rows_in(ids, domains)
         return existing_ok
 
     def failure_reasons(

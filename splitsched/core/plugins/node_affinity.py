@@ -106,12 +106,21 @@ def selector_mask(table: NodeTable, selector: Mapping[str, str]) -> BoolArray:
 
 def node_matches_mask(table: NodeTable, pod: models.Pod) -> BoolArray:
     """Rows satisfying the pod's nodeSelector and required node affinity
-    (nodeaffinity.GetRequiredNodeAffinity(pod).Match)."""
-    mask = selector_mask(table, pod.node_selector)
+    (nodeaffinity.GetRequiredNodeAffinity(pod).Match). Kept per selector and terms while
+    the nodes' labels stand (`NodeTable.recently`): many pods share them. A copy: the
+    caller may change it."""
     aff = pod.node_affinity
-    if aff is not None and aff.required is not None:
-        mask &= terms_mask(table, aff.required)
-    return mask
+    required = aff.required if aff is not None else None
+    selector = pod.node_selector
+    key = ("NodeAffinity", tuple(sorted(selector.items())), required)
+
+    def compute() -> BoolArray:
+        mask = selector_mask(table, selector)
+        if required is not None:
+            mask &= terms_mask(table, required)
+        return mask
+
+    return table.recently(key, compute).copy()
 
 
 def preferred_score(

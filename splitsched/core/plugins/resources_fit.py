@@ -9,6 +9,7 @@ Scores use kube-scheduler's int64 arithmetic so they match it exactly.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -25,6 +26,7 @@ from splitsched.core.nodetable import (
     IntArray,
     NodeTable,
     PodVectors,
+    RowsMark,
 )
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -34,6 +36,8 @@ _STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 MAX_CUSTOM_PRIORITY_SCORE = 10  # shape scores are 0..10, scaled to 0..MAX_NODE_SCORE
 MAX_UTILIZATION = 100
 TOO_MANY_PODS = "Too many pods"
+#: Requests whose Filter mask is kept (one bool per row each).
+REQUESTS_KEPT = 32
 
 _PREFILTER_KEY = "PreFilterNodeResourcesFit"
 _PRESCORE_KEY = "PreScoreNodeResourcesFit"
@@ -157,6 +161,17 @@ def broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
     return out
 
 
+def _fits(table: NodeTable, s: _FitState, rows: IntArray | None) -> BoolArray:
+    """Where the request fits, over `rows` (None: every row)."""
+    alloc, requested = table.allocatable, table.requested
+    if rows is not None:
+        alloc, requested = alloc[rows], requested[rows]
+    fits = np.ones(len(alloc), dtype=np.bool_)
+    for col, need in zip(s.cols.tolist(), s.need.tolist(), strict=True):
+        fits &= alloc[:, col] - requested[:, col] >= need
+    return fits
+
+
 class NodeResourcesFit:
     name: ClassVar[str] = "NodeResourcesFit"
     # Its raw score of a node depends only on that node and the pod (see algorithm).
@@ -175,6 +190,11 @@ class NodeResourcesFit:
         """NodeResourcesFitArgs, checked as kube-scheduler checks them (its defaults: no
         ignored resources, LeastAllocated over cpu and memory)."""
         args = args or {}
+        # Filter's masks by request (columns, amounts), for one table (`filter`).
+        self._kept: OrderedDict[tuple[tuple[int, ...], ...], tuple[RowsMark, BoolArray]] = (
+            OrderedDict()
+        )
+        self._kept_table: NodeTable | None = None
         self.ignored_resources = frozenset(args.get("ignoredResources") or ())
         self.ignored_groups = frozenset(args.get("ignoredResourceGroups") or ())
         for i, group in enumerate(args.get("ignoredResourceGroups") or ()):
@@ -247,14 +267,28 @@ class NodeResourcesFit:
         return framework.Status.success()
 
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        """Where the request fits; kept per request (a few sizes serve most pods) and
+        judged again only on the rows whose pods or allocatable changed since."""
         s = self._state(state, pod, table)
         if s.unknown:
             return np.zeros(table.n, dtype=np.bool_)
-        alloc, requested = table.allocatable, table.requested
-        fits = np.ones(table.n, dtype=np.bool_)
-        for col, need in zip(s.cols.tolist(), s.need.tolist(), strict=True):
-            fits &= alloc[:, col] - requested[:, col] >= need
-        return fits
+        if table is not self._kept_table:  # a fresh table (a new snapshot) starts afresh
+            self._kept.clear()
+            self._kept_table = table
+        key = (tuple(s.cols.tolist()), tuple(s.need.tolist()))
+        kept = self._kept.get(key)
+        stale = None if kept is None else table.stale_rows(kept[0])
+        if kept is None or stale is None:
+            fits = _fits(table, s, None)
+        else:
+            fits = kept[1]
+            if stale.size:
+                fits[stale] = _fits(table, s, stale)
+        self._kept[key] = (table.rows_mark(), fits)
+        self._kept.move_to_end(key)
+        if len(self._kept) > REQUESTS_KEPT:
+            self._kept.popitem(last=False)
+        return fits.copy()
 
     def failure_reasons(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]

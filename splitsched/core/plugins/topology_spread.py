@@ -36,6 +36,7 @@ import numpy as np
 from splitsched.core import framework, models
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.plugins import masks
+from splitsched.core.plugins.domains import domain_sums, rows_in
 from splitsched.core.plugins.node_affinity import node_matches_mask
 from splitsched.core.plugins.taint_toleration import tolerated_mask
 from splitsched.core.podindex import PodGroup, required_pair, with_label_keys
@@ -63,14 +64,7 @@ SYSTEM_DEFAULT_CONSTRAINTS = (
 
 _PREFILTER_KEY = "PreFilterPodTopologySpread"
 _PRESCORE_KEY = "PreScorePodTopologySpread"
-
-
-def _domain_sums(ids: IntArray, counts: IntArray, rows: BoolArray, size: int) -> IntArray:
-    """Per domain id, the sum of `counts` over the selected rows (one spare trailing slot, so
-    indexing with a clamped -1 is always in range). Works on the few rows with pods."""
-    hit = np.flatnonzero(counts)
-    hit = hit[rows[hit] & (ids[hit] >= 0)]
-    return np.bincount(ids[hit], weights=counts[hit], minlength=size + 1).astype(np.int64)
+_TALLY = "PodTopologySpread"  # names this plugin's kept counts (`NodeTable.pod_counts_by_row`)
 
 
 # ---- the plugin ----------------------------------------------------------------------------
@@ -113,6 +107,47 @@ class _HonoredNodes:
                 self._tolerated = tolerated_mask(self._table, self._pod.tolerations)
             eligible = eligible & self._tolerated
         return eligible
+
+
+@dataclass(frozen=True, slots=True)
+class _Domains:
+    """What Filter reads of the node specs alone for one pod's constraints: the same for
+    every pod with these constraints' keys and policies and this node affinity (and
+    tolerations, when honoured), so it is kept while the nodes stand."""
+
+    has_key: tuple[BoolArray, ...]  # per constraint: rows carrying its topology key
+    has_all: BoolArray  # rows carrying every constraint's key
+    eligible: tuple[BoolArray, ...]  # per constraint: rows whose pods and domains count
+    present: tuple[BoolArray, ...]  # per constraint: per domain id, an eligible row has it
+
+
+def _domains(table: NodeTable, pod: models.Pod, constraints: Sequence[_Constraint]) -> _Domains:
+    """The pod's `_Domains`, through `NodeTable.recently`."""
+    affinity = tolerations = None
+    if any(c.honor_affinity for c in constraints):
+        aff = pod.node_affinity
+        affinity = (tuple(sorted(pod.node_selector.items())), aff.required if aff else None)
+    if any(c.honor_taints for c in constraints):
+        tolerations = pod.tolerations
+    policies = tuple((c.topology_key, c.honor_affinity, c.honor_taints) for c in constraints)
+    key = ("PodTopologySpread", policies, affinity, tolerations)
+    return table.recently(key, lambda: _compute_domains(table, pod, constraints))
+
+
+def _compute_domains(
+    table: NodeTable, pod: models.Pod, constraints: Sequence[_Constraint]
+) -> _Domains:
+    has_key = tuple(table.label_exists(c.topology_key) for c in constraints)
+    has_all = np.logical_and.reduce(has_key) if table.n else np.zeros(0, dtype=np.bool_)
+    honored = _HonoredNodes(table, pod)
+    eligible = tuple(honored.narrow(c, has_all) for c in constraints)
+    present: list[BoolArray] = []
+    for c, rows in zip(constraints, eligible, strict=True):
+        ids, values = table.label_values(c.topology_key)
+        seen = np.zeros(len(values) + 1, dtype=np.bool_)
+        seen[ids[rows]] = True
+        present.append(seen)
+    return _Domains(has_key, has_all, eligible, tuple(present))
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +254,8 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         table: NodeTable, pod: models.Pod, c: _Constraint, memo: dict[object, IntArray]
     ) -> IntArray:
         """Per row, the pod's namespace's non-terminating pods the constraint selects;
-        memoised per selector within one call (default constraints share one)."""
+        memoised per selector within one call (default constraints share one) and kept
+        up to date between calls by the pod index."""
         key = (c.selector, c.owner)
         hit = memo.get(key)
         if hit is not None:
@@ -246,7 +282,9 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                 )
 
         memo[key] = counts = table.pod_counts_by_row(
-            match, required=None if c.owner else required_pair(sel)
+            match,
+            required=None if c.owner else required_pair(sel),
+            key=(_TALLY, ns, sel, c.owner),  # `match` reads these alone
         )
         return counts
 
@@ -255,30 +293,23 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
         constraints = self._constraints(pod, DO_NOT_SCHEDULE)
         if not constraints:
             return None
-        n = table.n
-        has_key = tuple(table.label_exists(c.topology_key) for c in constraints)
-        has_all = np.logical_and.reduce(has_key) if n else np.zeros(0, dtype=np.bool_)
-        honored = _HonoredNodes(table, pod)
-        mask = has_all.copy()
+        frame = _domains(table, pod, constraints)
+        mask = frame.has_all.copy()
         too_skewed: list[BoolArray] = []
         memo: dict[object, IntArray] = {}
-        for c, has in zip(constraints, has_key, strict=True):
-            eligible = honored.narrow(c, has_all)
+        for c, eligible, present in zip(constraints, frame.eligible, frame.present, strict=True):
             ids, values = table.label_values(c.topology_key)
-            ids64 = ids.astype(np.int64, copy=False)
-            per_domain = _domain_sums(
-                ids64, self._counts(table, pod, c, memo), eligible, len(values)
-            )
-            present = np.zeros(len(values) + 1, dtype=np.bool_)
-            present[ids64[eligible]] = True
+            per_domain = domain_sums(ids, self._counts(table, pod, c, memo), eligible, len(values))
             n_domains = int(present.sum())
             min_match = int(per_domain[present].min()) if n_domains >= c.min_domains else 0
             self_match = int(c.matches(pod.namespace, pod.labels, _owner(pod)))
-            in_domain = np.where(has, per_domain[np.maximum(ids64, 0)], 0)
-            bad = has & (in_domain + self_match - min_match > c.max_skew)
+            # Per domain, whether placing the pod there breaks maxSkew (a row without the
+            # key, id -1, is in no domain).
+            over = per_domain[:-1] + self_match - min_match > c.max_skew
+            bad = rows_in(ids, over)
             too_skewed.append(bad)
             mask &= ~bad
-        return _FilterState(constraints, has_key, tuple(too_skewed), mask)
+        return _FilterState(constraints, frame.has_key, tuple(too_skewed), mask)
 
     def failure_reasons(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
@@ -336,7 +367,7 @@ class PodTopologySpread(masks.MaskFilter[_FilterState]):
                 eligible = honored.narrow(
                     c, has_all if ss.require_all else np.ones(table.n, dtype=np.bool_)
                 )
-                per_domain = _domain_sums(ids64, counts, eligible, len(values))
+                per_domain = domain_sums(ids, counts, eligible, len(values))
                 in_domain = per_domain[np.maximum(ids64[rows], 0)]
             weight = math.log(size + 2)
             part = in_domain * weight + (c.max_skew - 1)

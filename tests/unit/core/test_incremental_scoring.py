@@ -143,3 +143,35 @@ def test_a_constraint_plugin_turns_incremental_scoring_off() -> None:
     state = framework.CycleState()
     active = [e for e in profile.score]
     assert algo._score_memo(profile, state, pod, active) is None
+
+
+def test_interleaved_shapes_each_rescore_only_the_rows_touched_since() -> None:
+    """A mixed stream (A, B, A, ...) keeps each shape's scores: A's second pod rescores
+    the rows touched since A's first, not every row."""
+    nodes = [
+        models.Node(name=f"n{i}", allocatable={models.CPU: 8000, models.PODS: 50})
+        for i in range(40)
+    ]
+    algo = build(nodes, incremental=True)
+    profile = algo.profiles["splitsched"]
+    active = [e for e in profile.score if getattr(e.plugin, "row_local", False)]
+    fit = next(e.plugin for e in active if e.plugin.name == "NodeResourcesFit")
+    scored: list[int] = []
+    real = fit.score
+
+    def counting(
+        state: framework.CycleState, pod: models.Pod, table: object, rows: np.ndarray
+    ) -> np.ndarray:
+        scored.append(rows.size)
+        return real(state, pod, table, rows)  # type: ignore[arg-type]
+
+    fit.score = counting  # type: ignore[method-assign]
+    for i, cpu in enumerate((100, 500, 100, 500, 100)):
+        pod = models.Pod(
+            uid=f"p{i}", namespace="d", name=f"p{i}", scheduler_name="splitsched",
+            containers=(models.Container("c", {models.CPU: cpu}),),
+        )  # fmt: skip
+        result = algo.schedule(pod)
+        assert result.bind is not None
+        algo.assume(pod, result.bind.node, result.state)
+    assert scored == [40, 40, 2, 2, 2]  # A's second pod: the rows A's and B's pods took

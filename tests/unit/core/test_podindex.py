@@ -215,3 +215,77 @@ def test_cached_rows_follow_pods_and_row_layouts(
     assert index.counts_by_row(web, moved, 3, layout=1).tolist() == [2, 1, 2]
     grown = {**moved, "n3": 3}
     assert index.counts_by_row(web, grown, 4, layout=2).tolist() == [2, 1, 2, 0]
+
+
+_TALLY_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove", "drop_node", "add_node", "ask"]),
+        st.integers(min_value=0, max_value=5),  # a node (or pod, for remove)
+        st.sampled_from(["a", "b"]),  # the pod's app label
+        st.booleans(),  # deleting
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_TALLY_OPS)
+def test_kept_counts_equal_a_fresh_count_whatever_happens_in_between(
+    ops: list[tuple[str, int, str, bool]],
+) -> None:
+    """Counts kept under a key and updated pod by pod (and node by node) are what a fresh
+    walk over the groups counts, after any mix of pods and nodes coming and going."""
+    from splitsched.core.nodetable import NodeTable
+
+    table = NodeTable()
+    for i in range(4):
+        table.set_node(models.Node(name=f"n{i}", allocatable={models.PODS: 100}))
+    queries = {
+        ("app", "a"): lambda g: g.labels.get("app") == "a" and not g.deleting,
+        ("app", "b"): lambda g: g.labels.get("app") == "b",
+        None: lambda g: g.deleting,
+    }
+    placed: list[tuple[str, models.Pod]] = []
+    for step, (op, arg, app, deleting) in enumerate(ops):
+        if op == "add" and table.n:
+            node = table.names[arg % table.n]
+            pod = models.Pod(
+                uid=f"p{step}", namespace="d", name=f"p{step}",
+                labels={"app": app}, deleting=deleting,
+            )  # fmt: skip
+            table.add_pod(node, pod)
+            placed.append((node, pod))
+        elif op == "remove" and placed:
+            node, pod = placed.pop(arg % len(placed))
+            table.remove_pod(node, pod.uid)
+        elif op == "drop_node" and table.n:
+            gone = table.names[arg % table.n]
+            table.remove_node(gone)
+            placed = [(node, pod) for node, pod in placed if node != gone]
+        elif op == "add_node":
+            table.set_node(models.Node(name=f"m{step}", allocatable={models.PODS: 100}))
+        if op != "ask" and step != len(ops) - 1:
+            continue  # the kept counts follow the pods until asked again
+        for pair, match in queries.items():
+            kept = table.pod_counts_by_row(match, required=pair, key=("test", pair))
+            fresh = table.pod_counts_by_row(match, required=pair)
+            assert kept.tolist() == fresh.tolist()
+
+
+def test_kept_counts_are_read_only_and_the_least_recently_used_go_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(podindex, "TALLIES_KEPT", 2)
+    index = PodIndex()
+    index.count("n0", _pod("p0", "web"), 1, row=0)
+    web = lambda g: g.labels["app"] == "web"  # noqa: E731
+    rows = {"n0": 0}
+    counts = index.counts_by_row(web, rows, 1, layout=0, key="web")
+    with pytest.raises(ValueError, match="read-only"):
+        counts[0] = 5
+    index.counts_by_row(web, rows, 1, layout=0, key="other")
+    index.counts_by_row(web, rows, 1, layout=0, key="web")  # "other" is now the oldest
+    index.counts_by_row(web, rows, 1, layout=0, key="third")
+    assert list(index._tallies) == ["web", "third"]
+    index.count("n0", _pod("p1", "web"), 1, row=0)
+    assert index.counts_by_row(web, rows, 1, layout=0, key="web").tolist() == [2]

@@ -5,6 +5,8 @@ formulas (int64 arithmetic) in each test's comments."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from splitsched.core import framework, models
 from splitsched.core.plugins.resources_fit import NodeResourcesFit
@@ -385,3 +387,68 @@ def test_declares_kube_scheduler_semantics() -> None:
     assert framework.ClusterEvent.NODE_ALLOCATABLE in NodeResourcesFit.events
     assert isinstance(NodeResourcesFit(), framework.FilterPlugin)
     assert isinstance(NodeResourcesFit(), framework.ScorePlugin)
+
+
+_CPUS = (100, 700, 1500)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["pod", "remove", "resize", "drop_node", "add_node", "ask"]),
+            st.integers(min_value=0, max_value=7),
+            st.sampled_from(_CPUS),
+        ),
+        max_size=40,
+    )
+)
+def test_a_kept_mask_equals_a_fresh_filter_whatever_happens_in_between(
+    ops: list[tuple[str, int, int]],
+) -> None:
+    """Filter's masks kept per request, judged again on touched rows only, equal what a
+    fresh plugin computes, through pods, resizes and nodes coming and going."""
+    table = table_of([node(f"n{i}", cpu=2000, pods=3) for i in range(4)])
+    kept = NodeResourcesFit()
+    placed: list[tuple[str, models.Pod]] = []
+    for step, (op, arg, cpu) in enumerate(ops):
+        names = table.names
+        if op == "pod" and names:
+            p = req_pod(cpu=cpu, name=f"p{step}")
+            table.add_pod(names[arg % len(names)], p)
+            placed.append((names[arg % len(names)], p))
+        elif op == "remove" and placed:
+            where, p = placed.pop(arg % len(placed))
+            table.remove_pod(where, p.uid)
+        elif op == "resize" and names:
+            table.set_node(node(names[arg % len(names)], cpu=500 * (arg + 1), pods=3))
+        elif op == "drop_node" and names:
+            gone = names[arg % len(names)]
+            table.remove_node(gone)
+            placed = [(w, p) for w, p in placed if w != gone]
+        elif op == "add_node":
+            table.set_node(node(f"m{step}", cpu=1000, pods=3))
+        if op != "ask" and step != len(ops) - 1:
+            continue  # the kept masks follow the table until asked again
+        for size in _CPUS:
+            p = req_pod(cpu=size, name="incoming")
+            got = kept.filter(fresh_state(), p, table)
+            assert bools(got) == bools(NodeResourcesFit().filter(fresh_state(), p, table))
+
+
+def test_a_request_whose_mask_was_dropped_is_judged_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from splitsched.core.plugins import resources_fit
+
+    monkeypatch.setattr(resources_fit, "REQUESTS_KEPT", 1)
+    table = table_of([node("a", cpu=1000), node("b", cpu=2000)])
+    kept = NodeResourcesFit()
+    small, big = req_pod(cpu=600, name="s"), req_pod(cpu=1500, name="b")
+    assert bools(kept.filter(fresh_state(), small, table)) == [True, True]
+    assert bools(kept.filter(fresh_state(), big, table)) == [False, True]  # drops small's
+    table.add_pod("b", req_pod(cpu=1000, name="x"))
+    assert bools(kept.filter(fresh_state(), small, table)) == [True, True]
+    assert bools(kept.filter(fresh_state(), big, table)) == [False, False]
+    table.add_pod("a", req_pod(cpu=500, name="y"))
+    assert bools(kept.filter(fresh_state(), small, table)) == [False, True]

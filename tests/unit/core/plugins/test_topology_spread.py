@@ -748,3 +748,17 @@ def test_pod_group_index_tracks_updates_of_the_same_pod() -> None:
     assert group.on_node == {"node-a": 1}
     table.remove_pod("node-a", "uid-default-a")
     assert table.pod_groups == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(st.integers(min_value=-1, max_value=19), max_size=30),
+    domains=st.lists(st.booleans(), min_size=20, max_size=20),  # 20: every way is taken
+)
+def test_rows_in_domains_is_a_gather_by_domain_id(ids: list[int], domains: list[bool]) -> None:
+    """Whichever way `rows_in` picks (compare the few in, the few out, or gather), a row is
+    in when its domain is, and a row without the label (-1) never is."""
+    from splitsched.core.plugins.domains import rows_in
+
+    got = rows_in(np.asarray(ids, dtype=np.int32), np.asarray(domains, dtype=np.bool_))
+    assert got.tolist() == [i >= 0 and domains[i] for i in ids]
