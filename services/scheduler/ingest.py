@@ -2,7 +2,8 @@
 
 `WatchIngest.run` is the socket loop: it subscribes to `Watcher.StreamClusterEvents`,
 resumes from the last applied sequence after a broken stream (with backoff), and wakes
-the scheduling loop after every batch. `WatchIngest.apply` is the part without I/O: one
+the scheduling loop after every `APPLY_CHUNK` events of a batch, yielding to it in between
+(`apply_batch`). `WatchIngest.apply` is the part without I/O: one
 `ClusterEvent` decoded through `splitsched.wire` and applied to the `SchedulerState`
 (snapshot begin and SYNCED markers, nodes, pods, PodDisruptionBudgets, namespaces, storage),
 plus the trace steps a pod event closes when tracing is on. Created by
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import grpc
 
@@ -35,6 +36,10 @@ EVENT_KIND = {
     watcher_pb2.ClusterEvent.DELETED: "DELETED",
 }
 FIRST_BACKOFF = 0.2
+#: Events applied before the scheduling loop gets a turn. A backlogged stream's batch (up
+#: to the watcher's 500 events, each decoded here) would otherwise hold every queued pod,
+#: and the decisions of the pods it brings, until the whole batch is applied.
+APPLY_CHUNK = 64
 MAX_BACKOFF = 10.0
 
 
@@ -89,14 +94,23 @@ class WatchIngest:
             )
             async for batch in stub.StreamClusterEvents(request):
                 received = True
-                for event in batch.events:
-                    self.apply(event)
-                self.poke()
+                await self.apply_batch(batch.events)
         except grpc.aio.AioRpcError as exc:
             log.warning("watcher stream ended: %s %s", exc.code().name, exc.details())
         finally:
             await channel.close()
         return received
+
+    async def apply_batch(self, events: Sequence[watcher_pb2.ClusterEvent]) -> None:
+        """Apply a batch `APPLY_CHUNK` events at a time, waking the scheduling loop after
+        each chunk and letting it run before the next: a prefix of the stream is a view as
+        of its last sequence, so the loop may decide on it."""
+        for start in range(0, len(events), APPLY_CHUNK):
+            if start:
+                await asyncio.sleep(0)
+            for event in events[start : start + APPLY_CHUNK]:
+                self.apply(event)
+            self.poke()
 
     def apply(self, event: watcher_pb2.ClusterEvent) -> None:
         """Apply one event to the state (no I/O)."""

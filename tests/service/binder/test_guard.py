@@ -6,6 +6,7 @@ counted. In process, against the fake API (``tests/support/fakes/kube.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -97,6 +98,24 @@ def test_a_node_that_does_not_exist_is_refused_and_one_that_does_is_read_once() 
                 assert (await h.outcome(decision)).result == Outcome.BOUND
             assert h.kube.reads.count("/api/v1/nodes/node-a") == 1  # remembered
             assert refused(h, "node_missing") == 1
+
+    run(body())
+
+
+def test_the_node_is_read_while_the_pod_read_is_in_flight() -> None:
+    """The two reads before a Binding overlap (one round trip, not two); the Binding
+    still waits for both."""
+
+    async def body() -> None:
+        async with harness() as h:
+            add_pod(h, "p1")
+            h.kube.hold_pod_reads = asyncio.Event()
+            await accept_bind(h, bind_request("d1", "p1", node="node-b"))
+            await eventually(lambda: "/api/v1/nodes/node-b" in h.kube.reads)
+            assert h.kube.bindings == []
+            h.kube.hold_pod_reads.set()
+            assert (await h.outcome("d1")).result == Outcome.BOUND
+            assert h.kube.reads.count("/api/v1/namespaces/ns/pods/p1") == 1
 
     run(body())
 

@@ -63,6 +63,8 @@ class FakeKube:
     missing_nodes: set[str] = field(default_factory=set)
     #: The paths of every GET of a pod or a node, in arrival order.
     reads: list[str] = field(default_factory=list)
+    #: When set, a pod GET is answered only once this is set (after it is in `reads`).
+    hold_pod_reads: asyncio.Event | None = None
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -128,6 +130,8 @@ class FakeKube:
     async def _get_pod(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
         self.reads.append(request.path)
+        if self.hold_pod_reads is not None:
+            await self.hold_pod_reads.wait()
         pod = self.pods.get((ns, name))
         if pod is None:
             return self._status(404, f'pods "{name}" not found')

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.scheduler.ingest import WatchIngest
+from services.scheduler.ingest import APPLY_CHUNK, WatchIngest
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import SchedulerState
 from splitsched import wire, wire_storage
@@ -150,3 +150,34 @@ def test_storage_events_reach_the_view() -> None:
     assert view.claim("ns", "data") == claim
     assert set(view.classes) == {"local"} and view.csi_nodes["n1"].allocatable == {"d": 2}
     assert not view.volumes and ingest.last_sequence == 5
+
+
+def test_a_long_batch_lets_the_scheduling_loop_run_between_chunks() -> None:
+    """A batch of many pods wakes the scheduling loop after each `APPLY_CHUNK` events and
+    yields to it: the first pods can be decided before the last are decoded."""
+
+    async def body() -> None:
+        ingest = new_ingest()
+        snapshot(ingest)  # one pending pod
+        queue = ingest.state.queue
+        pokes: list[int] = []
+        ingest.poke = lambda: pokes.append(len(queue))
+        seen: list[int] = []
+
+        async def scheduling_loop() -> None:
+            while True:
+                seen.append(len(queue))
+                await asyncio.sleep(0)
+
+        events = [
+            Event(sequence=7 + i, type=Event.ADDED, pod=wire.pod_to_proto(pod(f"p{i}")))
+            for i in range(2 * APPLY_CHUNK + 1)
+        ]
+        loop = asyncio.create_task(scheduling_loop())
+        await asyncio.sleep(0)
+        await ingest.apply_batch(events)
+        loop.cancel()
+        assert pokes == [1 + APPLY_CHUNK, 1 + 2 * APPLY_CHUNK, 2 + 2 * APPLY_CHUNK]
+        assert 1 + APPLY_CHUNK in seen  # it ran with only the first chunk applied
+
+    asyncio.run(body())
