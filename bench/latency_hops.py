@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.sidebyside import measure, runner, workloads
-from tests.support.fakes.otlp import OtlpReceiver, Span
+from splitsched.testing.otlp import OtlpReceiver, Span
 
 #: The hops of one pod, each between two of the instants `instants` finds.
 HOPS = (

@@ -4,7 +4,7 @@
     SPLITSCHED_TRACE_DUMP=/tmp/spans.json .venv/bin/pytest tests/e2e/test_tracing.py
     .venv/bin/python scripts/render-trace.py /tmp/spans.json --pod flaky [--png trace.png]
 
-Input: the JSON list `tests/support/fakes/otlp.py` dumps (one object per span: service, name,
+Input: the JSON list `splitsched/testing/otlp.py` dumps (one object per span: service, name,
 trace_id, span_id, parent_span_id, kind, start_ns, end_ns, status, attributes, ...).
 Output: an ASCII timeline on stdout (the span tree, offsets and durations from the trace's
 first span, a bar per span, the attributes that matter), and with `--png` a Gantt chart

@@ -1,5 +1,5 @@
 """One trace per pod, end to end: the three services as real processes export their spans
-over OTLP/gRPC to a receiver started by this test (tests/support/fakes/otlp.py), against the real
+over OTLP/gRPC to a receiver started by this test (splitsched/testing/otlp.py), against the real
 control plane. The binders talk to the API server through a fault-injecting proxy that
 answers 500 to the first Binding POST of one chosen pod, so that pod's bind needs a retry.
 
@@ -33,7 +33,7 @@ from aiohttp import web
 from kubernetes import client
 
 from splitsched.testing import kube, stack
-from tests.support.fakes.otlp import OtlpReceiver, Span
+from splitsched.testing.otlp import OtlpReceiver, Span
 
 pytestmark = pytest.mark.e2e
 

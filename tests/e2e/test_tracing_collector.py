@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 
 from splitsched.testing import kube, stack
-from tests.support.fakes.otlp import Span
+from splitsched.testing.otlp import Span
 from tests.support.otelcol import Collector
 
 pytestmark = pytest.mark.e2e

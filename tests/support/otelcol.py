@@ -1,7 +1,7 @@
 """A real OpenTelemetry Collector for tests: the binary scripts/get-binaries.sh builds with
 the collector's builder (OTLP receiver, file exporter only), run with an OTLP/gRPC receiver
 on a free port that writes every span it receives to a JSON-lines file, and a reader of
-that file into the `Span`s of tests/support/fakes/otlp.py.
+that file into the `Span`s of splitsched/testing/otlp.py.
 
 Reading the collector's own output, not our receiver's, is the point: a change that the
 real collector would refuse or read differently fails here.
@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from splitsched.testing import controlplane
-from tests.support.fakes.otlp import Link, Span
+from splitsched.testing.otlp import Link, Span
 
 # OTLP's JSON encoding (protobuf's, but ids in hex and enums as numbers).
 KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}

@@ -1,7 +1,9 @@
-"""A small OTLP trace receiver for tests: an in-process gRPC `TraceService` that keeps every
-span the services export (OTEL_EXPORTER_OTLP_PROTOCOL=grpc), flattened into `Span`s.
+"""A small OTLP trace receiver: an in-process gRPC `TraceService` that keeps every span the
+services export (OTEL_EXPORTER_OTLP_PROTOCOL=grpc), flattened into `Span`s.
 
-Used by tests/e2e/test_tracing.py (and `scripts/render-trace.py` reads the JSON it dumps).
+Used by tests/e2e/test_tracing.py and `bench.latency_hops` (and `scripts/render-trace.py`
+reads the JSON it dumps); in the test tooling package, not under tests/, because the bench
+needs it too and the code never imports the tests.
 The server runs on gRPC's own thread pool, so synchronous tests can poll `spans()` while the
 services export; `stop()` ends it.
 """
