@@ -10,12 +10,13 @@ carry one), ``binding`` (a Binding and its retries; what the answers mean),
 ``preemption`` (nominate, then evict), ``recorder`` (Events and the PodScheduled
 condition), all sending through the one retry loop of ``retrying``.
 
-Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued or
-binding) are re-reported as IN_PROGRESS every couple of seconds (``in_progress``, sent by
-the reporter), so a scheduler that took over or restarted adopts them instead of giving
-their room (and the volumes of their volume step: every outcome carries them) to other
-pods. Preemptions in flight are too (``preemption`` set, with their
-victims): a new leader holds the room their evictions free for the preemptor.
+Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued with
+time left, or binding) are re-reported as IN_PROGRESS every couple of seconds
+(``in_progress``, sent by the reporter), so a scheduler that took over or restarted
+adopts them instead of giving their room (and the volumes of their volume step: every
+outcome carries them) to other pods, and one past its own deadline waits for them.
+Preemptions in flight are too (``preemption`` set, with their victims): a new leader holds
+the room their evictions free for the preemptor.
 
 ``shutdown`` fails the decisions it never started; one still running after the grace whose
 Binding (or evictions) may have reached the API server is reported IN_PROGRESS instead of
@@ -154,13 +155,17 @@ class BindingPool:
 
     def in_progress(self) -> list[scheduler_pb2.BindingOutcome]:
         """IN_PROGRESS reports for the decisions accepted at least ``IN_PROGRESS_AFTER``
-        seconds ago and not finished (queued or binding)."""
+        seconds ago and not finished: running, or queued with time left. One queued past
+        its deadline will never send a Binding (``_too_late``), so it is not reported: the
+        scheduler holds a decision past its own deadline while a binder reports it."""
         cutoff = time.monotonic() - IN_PROGRESS_AFTER
+        now = self._clock()
         in_flight = BindResult(IN_PROGRESS, "in flight", 0, 0)
         bindings = [
             self._report(job, in_flight, trace_context={})
             for job in list(self._active.values())
             if job.accepted_at <= cutoff
+            and (job.decision_id in self._running or job.deadline > now)
         ]
         preempting = BindResult(IN_PROGRESS, "preemption in flight", 0, 0)
         preemptions = [
@@ -395,6 +400,11 @@ class BindingPool:
         scheduler, or the request's own context when the bind was not traced. ``event``:
         write the ``Scheduled`` Event when bound."""
         carrier = trace_context or job.trace_context
+        log.debug(
+            "decision %s for %s/%s on %s: %s after %d attempts: %s", job.decision_id,
+            job.namespace, job.name, job.node, Result.Name(result.result),  # type: ignore[arg-type]
+            result.attempts, result.message,
+        )  # fmt: skip
         report = self._report(job, result, trace_context=carrier)
         self._metrics.outcomes.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
         self._metrics.bind_duration.observe(

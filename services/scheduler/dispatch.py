@@ -169,6 +169,8 @@ class BinderDispatch:
             if self.traces is not None:
                 why = r.reason if r is not None else "no answer"
                 self.traces.bind_sent(d.pod.uid, d.decision_id, accepted=accepted, reason=why)
+            if not accepted:
+                log.debug("decision %s refused: %s", d.decision_id, r.reason if r else "no answer")
             if r is None:
                 self.state.refused(d, "no answer for this decision")
             elif not accepted:

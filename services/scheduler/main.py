@@ -101,6 +101,8 @@ class SchedulerService:
         self.state.listeners.append(self.metrics.decision_listener(self.state, trace_id_of))
         if self.traces is not None:
             self.state.listeners.append(_trace_outcomes(self.traces))
+        if log.isEnabledFor(logging.DEBUG):
+            self.state.listeners.append(_log_decision_event)
         self.wake = asyncio.Event()
         #: Set when the service stops: the loops end.
         self.stopping = asyncio.Event()
@@ -329,3 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _log_decision_event(event: DecisionEvent) -> None:
+    """At DEBUG, each decision's life (made, bound, failed, released) with its id: how
+    a pod's attempts are followed across the scheduler's and the binders' logs."""
+    log.debug(
+        "decision %s %s: %s on %r by %r%s", event.decision_id, event.kind.name,
+        event.pod.key, event.node, event.binder_id, f": {event.message}" if event.message else "",
+    )  # fmt: skip

@@ -68,6 +68,9 @@ class StateBooks:
         self.by_name: dict[tuple[str, str], str] = {}
         self.decisions: dict[str, Decision] = {}
         self.decision_of_pod: dict[str, str] = {}
+        #: Decision id -> when a binder last reported it IN_PROGRESS (`expire_overdue`
+        #: holds a decision past its deadline while its binder is still on it).
+        self.binder_working: dict[str, float] = {}
         #: How many bindings may be in flight (`flow`): the scheduling loop waits above it.
         self.flow = FlowWindow(cap=max_in_flight, bind_timeout=bind_timeout)
         # Preemptions waiting for their victims to disappear, and binds ready to go out.

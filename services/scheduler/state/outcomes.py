@@ -3,7 +3,8 @@
 `on_outcome` applies a binder's report (BOUND confirms, CONFLICT requeues at once, FAILED
 and DEADLINE_EXCEEDED back off, POD_GONE drops the pod); `refused` and `unsure` cover a
 hand-over that failed before or maybe after the binder took it; `expire_overdue` releases
-decisions past their deadline that the watch still shows unbound. A report of a decision
+decisions past their deadline that the watch still shows unbound, unless a binder still
+reports one IN_PROGRESS (`binder_working`). A report of a decision
 this scheduler did not make, for a pod it sees pending, is adopted (`adopt`): after a
 failover or a restart the binders still carry the predecessor's decisions.
 """
@@ -19,6 +20,14 @@ from splitsched.core.plugins import volume_binding
 from splitsched.core.queue import QueuedPod
 
 _FAILURE_KINDS = {Outcome.CONFLICT: EventKind.CONFLICT, Outcome.POD_GONE: EventKind.POD_GONE}
+#: How long after a binder's last IN_PROGRESS report (binders send them every 2 s) its
+#: decision still counts as worked on: a few lost rounds do not expire it.
+IN_PROGRESS_GRACE = 10.0
+#: How long past its deadline a decision a binder still reports stays: a binder whose
+#: Binding's answer was lost reads the pod for up to 30 s after its own deadline to learn
+#: whether it landed (`services.binder.binding.UNSURE_SETTLE_SECONDS`); past that, a
+#: binder still reporting it is stuck, and the decision expires as usual.
+IN_PROGRESS_OVERTIME = 45.0
 
 
 class BinderOutcomes(SchedulingCycle):
@@ -78,10 +87,13 @@ class BinderOutcomes(SchedulingCycle):
                 decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id,
                 preemption=preemption, victim_uids=victim_uids, volume_bindings=volume_bindings,
             )  # fmt: skip
+            if decision is not None and result is Outcome.IN_PROGRESS:
+                self.binder_working[decision_id] = self.clock.now()
             if decision is None or result is Outcome.IN_PROGRESS or preemption:
                 return decision is not None
         elif result is Outcome.IN_PROGRESS:
-            return False  # ours, still in flight: nothing changes
+            self.binder_working[decision_id] = self.clock.now()
+            return False  # ours, still in flight: it does not expire while reported
         if decision.is_preemption and result is Outcome.BOUND:
             # The victims' evictions were accepted; their deletions reach us through the
             # watch, and the last one sends the preemptor to be bound (`_victims_gone`).
@@ -229,11 +241,26 @@ class BinderOutcomes(SchedulingCycle):
 
     # ---- deadlines -------------------------------------------------------------------------
     def overdue_decisions(self) -> list[Decision]:
-        """Decisions past their deadline with no outcome. The watch decides: a pod the
-        watch shows bound was confirmed already (removed in `_pod_assigned`); what is left
-        is still unbound in the API after the deadline, so it is safe to forget."""
+        """Decisions past their deadline with no outcome and no binder still on them. The
+        watch decides: a pod the watch shows bound was confirmed already (removed in
+        `_pod_assigned`); what is left is still unbound in the API after the deadline, so
+        it is safe to forget, unless its binder still reports it IN_PROGRESS: it may be
+        reading the pod to learn whether a Binding whose answer was lost landed, and a
+        second decision for the pod meanwhile would bind it twice over (the second one's
+        409 reads as bound, both write a Scheduled Event) or give its room away."""
         now = self.clock.now()
-        return [d for d in self.decisions.values() if d.deadline < now]
+        return [
+            d for d in self.decisions.values()
+            if d.deadline < now and not self._binder_still_on(d, now)
+        ]  # fmt: skip
+
+    def _binder_still_on(self, decision: Decision, now: float) -> bool:
+        seen = self.binder_working.get(decision.decision_id)
+        return (
+            seen is not None
+            and now - seen <= IN_PROGRESS_GRACE
+            and now < decision.deadline + IN_PROGRESS_OVERTIME
+        )
 
     def expire_overdue(self) -> int:
         overdue = self.overdue_decisions()
@@ -250,4 +277,6 @@ class BinderOutcomes(SchedulingCycle):
                 )
             )
             self._release(decision, requeue="backoff", message="bind deadline passed")
+        for decision_id in [i for i in self.binder_working if i not in self.decisions]:
+            del self.binder_working[decision_id]  # resolved
         return len(overdue)

@@ -13,6 +13,9 @@ import asyncio
 import random
 import time
 
+import pytest
+
+from services.binder import worker
 from services.binder.kubeapi import parse_retry_after
 from services.binder.metrics import BinderMetrics
 from services.binder.reporter import OutcomeReporter
@@ -535,6 +538,34 @@ def test_shutdown_grace_expiry_reports_an_interrupted_binding_in_progress_not_fa
             assert not any(o.result == Outcome.FAILED for o in h.scheduler.for_decision("d0"))
             landing.set()  # the late Binding lands: its room was never given away
             await eventually(lambda: h.kube.pods[("ns", "p0")].node == "node-a")
+
+    run(body())
+
+
+def test_in_progress_leaves_out_a_queued_decision_past_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """IN_PROGRESS tells the scheduler a Binding may still land, so it holds the decision
+    past its own deadline while a binder reports it. A running binding may (its answer can
+    be lost and the binder still reading the pod to learn whether it landed); one still
+    queued when its deadline passed never starts, so it is not reported."""
+    monkeypatch.setattr(worker, "IN_PROGRESS_AFTER", 0.0)
+
+    async def body() -> None:
+        async with harness(workers=1) as h:
+            release = asyncio.Event()
+            add_pod(h, "p0")
+            add_pod(h, "p1")
+            h.kube.script[("ns", "p0")] = [Scripted(201, hold=release)]
+            await accept(h, bind_request("d0", "p0", deadline=10.0))
+            await eventually(lambda: h.kube.bindings)
+            await accept(h, bind_request("d1", "p1", deadline=0.3))
+            assert {o.decision_id for o in h.pool.in_progress()} == {"d0", "d1"}
+            await asyncio.sleep(0.4)  # d1's deadline passed while d0 holds the one worker
+            assert [o.decision_id for o in h.pool.in_progress()] == ["d0"]
+            release.set()
+            assert (await h.outcome("d0")).result == Outcome.BOUND
+            assert (await h.outcome("d1")).result == Outcome.DEADLINE_EXCEEDED
 
     run(body())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from services.scheduler.state import Outcome, Phase, SchedulerState
+from services.scheduler.state.outcomes import IN_PROGRESS_GRACE, IN_PROGRESS_OVERTIME
 from splitsched.core import models
 from splitsched.core.cache import PodState
 from splitsched.core.clock import FakeClock
@@ -174,3 +175,53 @@ def test_pending_pod_gets_its_nominated_node_back(state: SchedulerState) -> None
     # Where the nominated node no longer fits, a full cycle picks another.
     state.apply_pod("ADDED", replace(pod("vip2", cpu=900), nominated_node_name="n2"))
     assert decide(state).node == "n1"
+
+
+# -- (d) a binder still on a decision past its deadline ------------------------------------
+
+
+def test_a_decision_its_binder_still_reports_in_progress_outlives_its_deadline(
+    state: SchedulerState, clock: FakeClock
+) -> None:
+    """A binder whose Binding's answer was lost reads the pod past its own deadline to
+    learn whether it landed, reporting IN_PROGRESS meanwhile. A second decision for the
+    pod in that time would bind it a second time over (the 409 reads as bound: two
+    Scheduled Events) or give its room away: the decision stays until the binder stops
+    reporting it (IN_PROGRESS_GRACE), and no longer than IN_PROGRESS_OVERTIME."""
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", pod("a"))
+    d = decide(state)
+
+    def in_progress() -> None:
+        state.on_outcome(
+            decision_id=d.decision_id, result=Outcome.IN_PROGRESS, binder_id="b0",
+            pod_uid="uid-a", node="n1",
+        )  # fmt: skip
+
+    clock.advance(28)
+    in_progress()
+    clock.advance(8)  # 6 s past the 30 s deadline, 8 s after the report
+    assert state.expire_overdue() == 0
+    assert state.cache.is_assumed("uid-a")
+    clock.advance(IN_PROGRESS_GRACE - 7)  # the binder stopped reporting it
+    assert state.expire_overdue() == 1
+    assert state.queue.place_of("uid-a") == "backoff"
+    assert not state.binder_working
+
+
+def test_a_decision_reported_in_progress_forever_expires_after_the_overtime(
+    state: SchedulerState, clock: FakeClock
+) -> None:
+    state.apply_node("ADDED", node("n1"))
+    state.apply_pod("ADDED", pod("a"))
+    d = decide(state)
+    expired_at = None
+    for second in range(0, 120, 2):
+        state.on_outcome(decision_id=d.decision_id, result=Outcome.IN_PROGRESS, binder_id="b0")
+        if state.expire_overdue():
+            expired_at = second
+            break
+        clock.advance(2)
+    last_held = 30 + IN_PROGRESS_OVERTIME
+    assert expired_at is not None and last_held <= expired_at < last_held + 2
+    assert "uid-a" not in state.cache
