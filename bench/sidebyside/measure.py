@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,11 +144,14 @@ def cpu_seconds(pid: int) -> float | None:
     return (utime + stime) / CLOCK_TICKS
 
 
-def cpu_snapshot(pids: Mapping[str, int]) -> dict[str, float]:
-    """CPU seconds of each named process so far (processes that are gone are left out)."""
+def snapshot(
+    pids: Mapping[str, int], read: Callable[[int], float | None] = cpu_seconds
+) -> dict[str, float]:
+    """``read`` (CPU seconds so far by default, or ``peak_rss_mib``) of each named process;
+    processes that are gone are left out."""
     out: dict[str, float] = {}
     for name, pid in pids.items():
-        value = cpu_seconds(pid)
+        value = read(pid)
         if value is not None:
             out[name] = value
     return out
@@ -164,16 +167,6 @@ def peak_rss_mib(pid: int) -> float | None:
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     return None
-
-
-def peak_rss_snapshot(pids: Mapping[str, int]) -> dict[str, float]:
-    """Peak RSS in MiB of each named process that is still running."""
-    out: dict[str, float] = {}
-    for name, pid in pids.items():
-        value = peak_rss_mib(pid)
-        if value is not None:
-            out[name] = value
-    return out
 
 
 def cpu_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:

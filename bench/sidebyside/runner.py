@@ -385,7 +385,7 @@ class OneRun:
             server = server_bind_times(listing["items"])
         finally:
             describe = self.contender.describe()
-            self.peak_rss = measure.peak_rss_snapshot(self.bench._pids(self.contender))
+            self.peak_rss = measure.snapshot(self.bench._pids(self.contender), measure.peak_rss_mib)
             await asyncio.to_thread(self.contender.stop)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(kube.delete_namespace, admin, self.namespace, timeout=180)

@@ -34,7 +34,7 @@ class CpuSampler:
         self.samples: list[tuple[float, dict[str, float]]] = []
 
     def sample(self) -> None:
-        self.samples.append((time.monotonic(), measure.cpu_snapshot(self.pids())))
+        self.samples.append((time.monotonic(), measure.snapshot(self.pids())))
         if self.on_pids is not None:
             self.on_pids()
 

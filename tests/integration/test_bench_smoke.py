@@ -94,7 +94,9 @@ def test_named_sizes_fill_in_what_the_flags_leave_out() -> None:
 
 def test_peak_rss_reads_this_process_and_skips_gone_ones() -> None:
     assert (measure.peak_rss_mib(os.getpid()) or 0) > 10
-    assert measure.peak_rss_snapshot({"me": os.getpid(), "gone": 2**22 + 7}).keys() == {"me"}
+    assert measure.snapshot(
+        {"me": os.getpid(), "gone": 2**22 + 7}, measure.peak_rss_mib
+    ).keys() == {"me"}
 
 
 def _run(contender: str, round_: int, latencies_ms: list[int]) -> runner.RunResult:
