@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import aiohttp
 from prometheus_client import Counter
@@ -53,41 +52,18 @@ class KubeClient(kubeclient.KubeClient):
         requests: Counter | None = None,
         on_throttled: Callable[[float], None] | None = None,
     ) -> None:
+        """``requests`` counts the requests the limiter let go, by method, so a bench can
+        check the rate (``splitsched_binder_api_requests_total``); a request whose budget
+        ran out waiting for the limiter never left and is not counted."""
+
+        def count(method: str) -> None:
+            if requests is not None:
+                requests.labels(method=method).inc()
+
         super().__init__(
             endpoint, max_connections=max_connections, qps=qps, burst=burst,
-            on_throttled=on_throttled,
+            on_throttled=on_throttled, on_sent=count,
         )  # fmt: skip
-        #: Counts the requests sent (by method), so a bench can check the rate the limiter
-        #: let through (``splitsched_binder_api_requests_total``).
-        self._requests = requests
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        content_type: str = "application/json",
-        budget: float = 10.0,
-    ) -> HttpResult:
-        """The runtime client's request (its wait for the limiter is inside ``budget``: a
-        request is never sent after it), counted when answered or failed on the network;
-        not when the budget ran out (it may never have left)."""
-        try:
-            response = await super().request(
-                method, path, body=body, content_type=content_type, budget=budget
-            )
-        except TimeoutError:  # an OSError too: the budget ran out, maybe before sending
-            raise
-        except (aiohttp.ClientError, OSError):
-            self._count(method)
-            raise
-        self._count(method)
-        return response
-
-    def _count(self, method: str) -> None:
-        if self._requests is not None:
-            self._requests.labels(method=method).inc()
 
     async def send(
         self, request: ApiRequest, *, budget: float = DEFAULT_REQUEST_TIMEOUT

@@ -326,9 +326,12 @@ class KubeClient:
         qps: float = 0.0,
         burst: int = 0,
         on_throttled: Callable[[float], None] | None = None,
+        on_sent: Callable[[str], None] | None = None,
     ) -> None:
-        """`on_throttled` is told the Retry-After of each throttling answer (a metric)."""
+        """`on_throttled` is told the Retry-After of each throttling answer, `on_sent` the
+        method of each request the limiter let go (metrics: a bench checks the rate)."""
         self.endpoint = endpoint
+        self._on_sent = on_sent
         self.limiter = ratelimit.RateLimiter(
             qps=qps, burst=burst or max(1, int(qps)), server=endpoint.host,
             on_throttled=on_throttled,
@@ -361,6 +364,8 @@ class KubeClient:
         async with asyncio.timeout(budget):
             await self.limiter.acquire()
         try:
+            if self._on_sent is not None:
+                self._on_sent(method)
             budget -= time.monotonic() - start
             response = await self._send(method, path, body, content_type, budget)
             if response.retry_after is not None and server_throttled(response):
