@@ -7,14 +7,13 @@ scheduler gave the room away)."""
 from __future__ import annotations
 
 import pytest
-from aiohttp import web
 
 from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.metrics import BinderMetrics
 from services.binder.worker import MIN_START_MARGIN
 from splitsched.v1 import binder_pb2, scheduler_pb2
 from tests.support.binder import Harness, add_pod, bind_request, harness, run
-from tests.support.fakes.kube import FakeKube, FakePod
+from tests.support.fakes.kube import FakeKube, FakePod, serving
 
 Outcome = scheduler_pb2.BindingOutcome
 REQUESTS = "splitsched_binder_api_requests_total"
@@ -45,26 +44,23 @@ def test_a_request_is_not_sent_after_its_budget_ran_out_waiting_for_a_token() ->
     async def body() -> None:
         kube = FakeKube()
         kube.pods[("ns", "p")] = FakePod(uid="uid-p")
-        runner = web.AppRunner(kube.app(), handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        endpoint = KubeEndpoint(host=f"http://127.0.0.1:{runner.addresses[0][1]}")
         metrics = BinderMetrics()
-        client = KubeClient(endpoint, qps=0.5, burst=1, requests=metrics.api_requests)
         path = "/api/v1/namespaces/ns/pods/p"
-        try:
-            assert (await client.request("GET", path, budget=5.0)).status == 200
-            # The next token comes in 2 s: a request with 0.2 s to spare must not wait
-            # for it and go out late (it would have, before).
-            with pytest.raises(TimeoutError):
-                await client.request("GET", path, budget=0.2)
-            assert kube.reads == [path]
-            sent = {"method": "GET"}
-            assert metrics.registry.get_sample_value(REQUESTS, sent) == 1
-        finally:
-            await client.close()
-            await runner.cleanup()
+        async with serving(kube) as url:
+            client = KubeClient(
+                KubeEndpoint(host=url), qps=0.5, burst=1, requests=metrics.api_requests
+            )
+            try:
+                assert (await client.request("GET", path, budget=5.0)).status == 200
+                # The next token comes in 2 s: a request with 0.2 s to spare must not wait
+                # for it and go out late (it would have, before).
+                with pytest.raises(TimeoutError):
+                    await client.request("GET", path, budget=0.2)
+                assert kube.reads == [path]
+                sent = {"method": "GET"}
+                assert metrics.registry.get_sample_value(REQUESTS, sent) == 1
+            finally:
+                await client.close()
 
     run(body())
 
@@ -78,18 +74,13 @@ def test_the_health_probe_does_not_queue_behind_rate_limited_work() -> None:
     async def body() -> None:
         kube = FakeKube()
         kube.pods[("ns", "p")] = FakePod(uid="uid-p")
-        runner = web.AppRunner(kube.app(), handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        endpoint = KubeEndpoint(host=f"http://127.0.0.1:{runner.addresses[0][1]}")
-        client = KubeClient(endpoint, qps=0.2, burst=1)
-        try:
-            await client.request("GET", "/api/v1/namespaces/ns/pods/p", budget=5.0)
-            assert await client.probe(budget=0.5)  # the next token is 5 s away
-        finally:
-            await client.close()
-            await runner.cleanup()
+        async with serving(kube) as url:
+            client = KubeClient(KubeEndpoint(host=url), qps=0.2, burst=1)
+            try:
+                await client.request("GET", "/api/v1/namespaces/ns/pods/p", budget=5.0)
+                assert await client.probe(budget=0.5)  # the next token is 5 s away
+            finally:
+                await client.close()
 
     run(body())
 

@@ -16,7 +16,9 @@ was written from the lists the fakes keep.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -270,3 +272,16 @@ class PreemptKube(FakeKube):
 
     def evicted_names(self) -> list[str]:
         return [name for _, name, _ in self.evictions]
+
+
+@contextlib.asynccontextmanager
+async def serving(kube: FakeKube) -> AsyncIterator[str]:
+    """``kube`` served on a free loopback port for the block: yields its base URL."""
+    runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
