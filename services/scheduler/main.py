@@ -320,6 +320,15 @@ def _volume_bind_timeout(settings: SchedulerSettings, config: profiles.Scheduler
     return float(config.volume_bind_timeout_seconds)
 
 
+def _log_decision_event(event: DecisionEvent) -> None:
+    """At DEBUG, each decision's life (made, bound, failed, released) with its id: how
+    a pod's attempts are followed across the scheduler's and the binders' logs."""
+    log.debug(
+        "decision %s %s: %s on %r by %r%s", event.decision_id, event.kind.name,
+        event.pod.key, event.node, event.binder_id, f": {event.message}" if event.message else "",
+    )  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return service.main(
         "scheduler",
@@ -331,12 +340,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _log_decision_event(event: DecisionEvent) -> None:
-    """At DEBUG, each decision's life (made, bound, failed, released) with its id: how
-    a pod's attempts are followed across the scheduler's and the binders' logs."""
-    log.debug(
-        "decision %s %s: %s on %r by %r%s", event.decision_id, event.kind.name,
-        event.pod.key, event.node, event.binder_id, f": {event.message}" if event.message else "",
-    )  # fmt: skip
