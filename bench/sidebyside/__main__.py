@@ -119,13 +119,19 @@ async def _until_stopped(bench: runner.Bench) -> list[runner.RunResult]:
     return await bench.run()
 
 
-def _run_bench(bench: runner.Bench) -> list[runner.RunResult] | None:
-    """The bench's results; None when Ctrl-C or SIGTERM stopped it (after its clean-up)."""
+def _run_bench(bench: runner.Bench) -> tuple[list[runner.RunResult], bool]:
+    """The bench's results, and whether Ctrl-C or SIGTERM stopped it (after its clean-up):
+    then the runs it finished, which are recorded all the same (a 5k run takes hours, and
+    one stopped in its last workload should keep the others)."""
     try:
-        return asyncio.run(_until_stopped(bench))
+        return asyncio.run(_until_stopped(bench)), False
     except (KeyboardInterrupt, asyncio.CancelledError):
-        print("interrupted: the contenders and the control plane were stopped", file=sys.stderr)
-        return None
+        print(
+            f"interrupted: the contenders and the control plane were stopped; "
+            f"{len(bench.results)} finished runs kept",
+            file=sys.stderr,
+        )
+        return list(bench.results), True
 
 
 def _print_report(results: list[runner.RunResult], *, repeat: int) -> None:
@@ -172,8 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = dt.datetime.now(dt.UTC)
     load_before = os.getloadavg()
     bench = runner.Bench(options, progress=lambda line: print(line, flush=True))
-    results = _run_bench(bench)
-    if results is None:
+    results, interrupted = _run_bench(bench)
+    if not results:
         return 130
     _print_report(results, repeat=options.repeat)
     doc = report.document(
@@ -184,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_before=load_before,
         node_seconds=bench.node_seconds,
     )
+    doc["interrupted"] = interrupted
     if not args.no_record:
         stem = args.output or report.default_stem(args.results_dir, started)
         stem.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         report.plot(results, stem.with_suffix(".png"))
         print(f"\nrecorded {json_path} and {stem.with_suffix('.png')}")
     ok = all(r.complete and not r.overcommitted and not r.placement_violations for r in results)
-    return 0 if ok else 1
+    return 130 if interrupted else 0 if ok else 1
 
 
 if __name__ == "__main__":

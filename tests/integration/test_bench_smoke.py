@@ -8,9 +8,11 @@ placements are valid, and that the JSON and the PNG are written.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -84,6 +86,27 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
     assert status == 0
     png = stem.with_suffix(".png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) < 500_000
+
+
+class _StoppedBench:
+    """A bench stopped by SIGTERM (`task.cancel`) after finishing one run."""
+
+    def __init__(self, *, stop: bool) -> None:
+        self.results: list[str] = []
+        self.stop = stop
+
+    async def run(self) -> list[str]:
+        self.results.append("basic/kube-scheduler")
+        if self.stop:
+            raise asyncio.CancelledError
+        return self.results
+
+
+def test_a_stopped_bench_keeps_the_runs_it_finished() -> None:
+    results, interrupted = cli._run_bench(cast(Any, _StoppedBench(stop=True)))
+    assert [str(r) for r in results] == ["basic/kube-scheduler"] and interrupted
+    results, interrupted = cli._run_bench(cast(Any, _StoppedBench(stop=False)))
+    assert [str(r) for r in results] == ["basic/kube-scheduler"] and not interrupted
 
 
 def test_named_sizes_fill_in_what_the_flags_leave_out() -> None:
