@@ -67,8 +67,10 @@ def read_pod(namespace: str, name: str, *, cached: bool = False) -> ApiRequest:
     return ApiRequest("GET", path, what=f"pod {namespace}/{name}")
 
 
-def read_node(name: str) -> ApiRequest:
-    return ApiRequest("GET", f"/api/v1/nodes/{quote(name)}", what=f"node {name}")
+def read_node(name: str, *, cached: bool = False) -> ApiRequest:
+    """GET the node; ``cached`` as for ``read_pod``."""
+    path = f"/api/v1/nodes/{quote(name)}" + ("?resourceVersion=0" if cached else "")
+    return ApiRequest("GET", path, what=f"node {name}")
 
 
 def create_event(event: dict[str, Any]) -> ApiRequest:

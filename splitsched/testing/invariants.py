@@ -68,54 +68,83 @@ def _selector_matches(selector: models.LabelSelector | None, labels: Mapping[str
 def placement_violations(nodes: Iterable[models.Node], pods: Iterable[models.Pod]) -> list[str]:
     """nodeSelector, NoSchedule/NoExecute taints, cordons at bind time are not checkable
     after the fact, so: selectors, taints, hostname anti-affinity among the given pods, and
-    DoNotSchedule spread skew among the given pods."""
+    DoNotSchedule spread skew among the given pods. Linear in pods and nodes for a
+    workload's repeated terms (a 5,000-node, 15,000-pod spread run took minutes when each
+    pod's constraint was counted over every pod)."""
     by_name = {n.name: n for n in nodes}
-    placed = [p for p in pods if p.node_name and not p.is_terminal]
+    placed = [p for p in pods if p.node_name and p.node_name in by_name and not p.is_terminal]
+    out = [*_node_violations(by_name, placed), *_anti_affinity_violations(placed)]
+    out += _spread_violations(by_name, placed)
+    return sorted(set(out))
+
+
+def _node_violations(by_name: Mapping[str, models.Node], placed: list[models.Pod]) -> list[str]:
+    """Each pod against its own node: nodeSelector and untolerated taints."""
     out: list[str] = []
     for pod in placed:
-        node = by_name.get(pod.node_name)
-        if node is None:
-            continue
+        node = by_name[pod.node_name]
         for key, value in pod.node_selector.items():
             if node.labels.get(key) != value:
                 out.append(f"{pod.key} on {node.name}: nodeSelector {key}={value} not met")
         for taint in node.taints:
             if taint.effect in ("NoSchedule", "NoExecute") and not _tolerated(pod, taint):
                 out.append(f"{pod.key} on {node.name}: untolerated taint {taint.key}")
+    return out
+
+
+def _anti_affinity_violations(placed: list[models.Pod]) -> list[str]:
+    """Required hostname anti-affinity: no matching pod of the namespace on the same node."""
+    neighbours: dict[tuple[str, str], list[models.Pod]] = defaultdict(list)
+    for pod in placed:
+        neighbours[(pod.node_name, pod.namespace)].append(pod)
+    out: list[str] = []
+    for pod in placed:
         for term in pod.pod_anti_affinity.required if pod.pod_anti_affinity else ():
             if term.topology_key != "kubernetes.io/hostname":
                 continue
-            for other in placed:
-                if (
-                    other.uid != pod.uid
-                    and other.node_name == pod.node_name
-                    and other.namespace == pod.namespace
-                    and _selector_matches(term.label_selector, other.labels)
-                ):
-                    out.append(f"{pod.key} and {other.key} share {node.name} (anti-affinity)")
+            for other in neighbours[(pod.node_name, pod.namespace)]:
+                if other.uid != pod.uid and _selector_matches(term.label_selector, other.labels):
+                    out.append(f"{pod.key} and {other.key} share {pod.node_name} (anti-affinity)")
+    return out
+
+
+def _spread_violations(by_name: Mapping[str, models.Node], placed: list[models.Pod]) -> list[str]:
+    """DoNotSchedule skew over every domain of the topology key, among the matching pods of
+    the namespace. Pods of one workload share their constraint: its skew is counted once."""
+    skews: dict[tuple[str, str, models.LabelSelector | None], int | None] = {}
+    out: list[str] = []
     for pod in placed:
         for c in pod.topology_spread_constraints:
             if c.when_unsatisfiable != "DoNotSchedule":
                 continue
-            domains = {
-                n.labels[c.topology_key] for n in by_name.values() if c.topology_key in n.labels
-            }
-            counts = Counter(
-                by_name[o.node_name].labels.get(c.topology_key)
-                for o in placed
-                if o.namespace == pod.namespace
-                and o.node_name in by_name
-                and _selector_matches(c.label_selector, o.labels)
-            )
-            if domains:
-                skew = max(counts.get(d, 0) for d in domains) - min(
-                    counts.get(d, 0) for d in domains
+            key = (pod.namespace, c.topology_key, c.label_selector)
+            if key not in skews:
+                skews[key] = _skew(by_name, placed, pod.namespace, c)
+            skew = skews[key]
+            if skew is not None and skew > c.max_skew:
+                out.append(
+                    f"{pod.key}: spread over {c.topology_key} has skew {skew} > {c.max_skew}"
                 )
-                if skew > c.max_skew:
-                    out.append(
-                        f"{pod.key}: spread over {c.topology_key} has skew {skew} > {c.max_skew}"
-                    )
-    return sorted(set(out))
+    return out
+
+
+def _skew(
+    by_name: Mapping[str, models.Node],
+    placed: list[models.Pod],
+    namespace: str,
+    constraint: models.TopologySpreadConstraint,
+) -> int | None:
+    """Max minus min matching pods over the key's domains; None when no node has the key."""
+    tkey = constraint.topology_key
+    domains = {n.labels[tkey] for n in by_name.values() if tkey in n.labels}
+    if not domains:
+        return None
+    counts = Counter(
+        by_name[o.node_name].labels.get(tkey)
+        for o in placed
+        if o.namespace == namespace and _selector_matches(constraint.label_selector, o.labels)
+    )
+    return max(counts.get(d, 0) for d in domains) - min(counts.get(d, 0) for d in domains)
 
 
 def cluster_state(api: client.ApiClient) -> tuple[list[models.Node], list[models.Pod]]:

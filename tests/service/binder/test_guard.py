@@ -213,3 +213,33 @@ def test_an_unschedulable_report_without_a_uid_is_written_for_a_pod_of_a_served_
             assert refused(h, "scheduler_name") == 0
 
     run(body())
+
+
+def test_the_node_is_read_from_the_watch_cache_and_from_etcd_only_before_a_refusal() -> None:
+    """A node is read with ``resourceVersion=0`` (the API server's cache, no etcd read); one
+    the cache does not show is read again from etcd, so a cache that lags the node's
+    creation does not refuse the binding, and a node missing from both is refused."""
+
+    async def body() -> None:
+        async with harness() as h:
+            for name in ("p1", "p2", "p3"):
+                add_pod(h, name)
+            h.kube.uncached_nodes.add("new-node")
+            h.kube.missing_nodes.add("ghost")
+            await accept_bind(h, bind_request("d1", "p1", node="node-a"))
+            await accept_bind(h, bind_request("d2", "p2", node="new-node"))
+            await accept_bind(h, bind_request("d3", "p3", node="ghost"))
+            assert (await h.outcome("d1")).result == Outcome.BOUND
+            assert (await h.outcome("d2")).result == Outcome.BOUND
+            assert (await h.outcome("d3")).result == Outcome.FAILED
+            node_reads = [q for q in h.kube.read_queries if q.startswith("/api/v1/nodes/")]
+            assert sorted(node_reads) == [
+                "/api/v1/nodes/ghost",
+                "/api/v1/nodes/ghost?resourceVersion=0",
+                "/api/v1/nodes/new-node",
+                "/api/v1/nodes/new-node?resourceVersion=0",
+                "/api/v1/nodes/node-a?resourceVersion=0",
+            ]
+            assert refused(h, "node_missing") == 1
+
+    run(body())

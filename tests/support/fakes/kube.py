@@ -61,8 +61,13 @@ class FakeKube:
     holds: list[asyncio.Event] = field(default_factory=list)
     #: Node names a GET answers 404 for (every other node exists).
     missing_nodes: set[str] = field(default_factory=set)
+    #: Node names a watch-cache GET (``resourceVersion=0``) answers 404 for while a read
+    #: from etcd finds them: a cache that lags a node's creation.
+    uncached_nodes: set[str] = field(default_factory=set)
     #: The paths of every GET of a pod or a node, in arrival order.
     reads: list[str] = field(default_factory=list)
+    #: The same GETs with their query strings (``?resourceVersion=0``: from the cache).
+    read_queries: list[str] = field(default_factory=list)
     #: When set, a pod GET is answered only once this is set (after it is in `reads`).
     hold_pod_reads: asyncio.Event | None = None
 
@@ -130,6 +135,7 @@ class FakeKube:
     async def _get_pod(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
         self.reads.append(request.path)
+        self.read_queries.append(request.path_qs)
         if self.hold_pod_reads is not None:
             await self.hold_pod_reads.wait()
         pod = self.pods.get((ns, name))
@@ -149,7 +155,9 @@ class FakeKube:
     async def _get_node(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
         self.reads.append(request.path)
-        if name in self.missing_nodes:
+        self.read_queries.append(request.path_qs)
+        from_cache = request.query.get("resourceVersion") == "0"
+        if name in self.missing_nodes or (from_cache and name in self.uncached_nodes):
             return self._status(404, f'nodes "{name}" not found')
         return web.json_response({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}})
 
