@@ -74,7 +74,9 @@ def placement_violations(nodes: Iterable[models.Node], pods: Iterable[models.Pod
     by_name = {n.name: n for n in nodes}
     placed = [p for p in pods if p.node_name and p.node_name in by_name and not p.is_terminal]
     out = [*_node_violations(by_name, placed), *_anti_affinity_violations(placed)]
-    out += _spread_violations(by_name, placed)
+    # Terminating pods neither count nor are judged, as in kube-scheduler's
+    # PodTopologySpread: a namespace half deleted by the bench's clean-up is not skewed.
+    out += _spread_violations(by_name, [p for p in placed if not p.deleting])
     return sorted(set(out))
 
 

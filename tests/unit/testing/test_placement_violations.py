@@ -51,6 +51,20 @@ def test_a_balanced_spread_and_another_namespaces_pods_are_no_violation() -> Non
     assert invariants.placement_violations(ZONED, pods) == []
 
 
+def test_terminating_pods_neither_count_nor_are_judged_for_spread() -> None:
+    spread = (_spread(app="w"),)
+    pods = [
+        pod("w0", node="a1", labels={"app": "w"}, topology_spread_constraints=spread),
+        pod("w1", node="b1", labels={"app": "w"}, topology_spread_constraints=spread),
+        *(
+            pod(f"t{i}", node="a1", labels={"app": "w"}, topology_spread_constraints=spread,
+                deleting=True)
+            for i in range(3)
+        ),
+    ]  # fmt: skip
+    assert invariants.placement_violations(ZONED, pods) == []
+
+
 def test_constraints_with_different_selectors_are_counted_apart() -> None:
     pods = [
         pod("w0", node="a1", labels={"app": "w"}, topology_spread_constraints=(_spread(app="w"),)),
