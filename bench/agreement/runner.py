@@ -151,8 +151,10 @@ def _run_objects(
         kubeops.create_nodes(api, nodes, timeout=NODE_TIMEOUT)
         yield names
     finally:
-        with contextlib.suppress(Exception):
+        try:
             storageops.remove(api, volumes)
+        except Exception as exc:  # the run's own error matters more; say this one too
+            log.warning("%s: storage not removed: %s", prefix, exc)
         for ns in names.values():
             with contextlib.suppress(Exception):
                 kube.delete_namespace(api, ns, timeout=60)

@@ -4,11 +4,15 @@ claims as kube-controller-manager's PV binder would.
 A claim made with ``spec.volumeName`` and the bind-completed annotation, and its PV with a
 ``claimRef`` carrying the claim's uid, both with phase Bound, is what the PV binder
 leaves behind after binding; when it runs it finds them consistent and keeps them.
-Removal strips the protection finalizers (nothing else would while no controller runs).
+Removal deletes first and strips the protection finalizers after: the protection
+controllers put a finalizer back on an object that is not being deleted, and a Bound PV
+kept "being deleted" blocks the next run's PV of the same name (409 AlreadyExists). It
+then waits until each object is gone.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -73,30 +77,69 @@ def _create_pv(
     return pv
 
 
-def remove(api: client.ApiClient, made: Sequence[Manifest]) -> None:
-    """Delete what ``create`` made (claims included), protection finalizers stripped."""
+#: How long ``remove`` waits for deleted objects to be gone.
+GONE_TIMEOUT = 30.0
+
+
+def remove(
+    api: client.ApiClient, made: Sequence[Manifest], *, timeout: float = GONE_TIMEOUT
+) -> None:
+    """Delete what ``create`` made (claims included), protection finalizers stripped, and
+    wait until every object is gone. Raises ``TimeoutError`` naming what stayed."""
     for obj in reversed(made):
         for step in _removal(api, obj):
-            try:
-                step()
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
+            _ignoring_missing(step)
+    deadline = time.monotonic() + timeout
+    left = [obj for obj in made if obj["kind"] != "StorageClass"]
+    while left := [obj for obj in left if _exists(api, obj)]:
+        if time.monotonic() > deadline:
+            names = ", ".join(f"{o['kind']} {o['metadata']['name']}" for o in left)
+            raise TimeoutError(f"still there {timeout:.0f}s after deletion: {names}")
+        for obj in left:  # a controller may have put a finalizer back before the delete
+            for step in _removal(api, obj)[1:]:
+                _ignoring_missing(step)
+        time.sleep(0.2)
+
+
+def _ignoring_missing(step: Callable[[], object]) -> None:
+    try:
+        step()
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
+def _exists(api: client.ApiClient, obj: Manifest) -> bool:
+    core, store = client.CoreV1Api(api), client.StorageV1Api(api)
+    name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
+    read: Callable[[], object] = {
+        "PersistentVolumeClaim": partial(core.read_namespaced_persistent_volume_claim, name, ns),
+        "PersistentVolume": partial(core.read_persistent_volume, name),
+        "CSINode": partial(store.read_csi_node, name),
+    }[obj["kind"]]
+    try:
+        read()
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
 
 
 def _removal(api: client.ApiClient, obj: Manifest) -> list[Callable[[], object]]:
+    """The object's delete, then (where it has one) the patch lifting its finalizers."""
     core, store = client.CoreV1Api(api), client.StorageV1Api(api)
     name, ns = obj["metadata"]["name"], obj["metadata"].get("namespace")
     unprotect = {"metadata": {"finalizers": None}}
     if obj["kind"] == "PersistentVolumeClaim":
         return [
-            partial(core.patch_namespaced_persistent_volume_claim, name, ns, unprotect),
             partial(core.delete_namespaced_persistent_volume_claim, name, ns),
+            partial(core.patch_namespaced_persistent_volume_claim, name, ns, unprotect),
         ]
     if obj["kind"] == "PersistentVolume":
         return [
-            partial(core.patch_persistent_volume, name, unprotect),
             partial(core.delete_persistent_volume, name),
+            partial(core.patch_persistent_volume, name, unprotect),
         ]
     if obj["kind"] == "CSINode":
         return [partial(store.delete_csi_node, name)]

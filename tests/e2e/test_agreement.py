@@ -16,10 +16,14 @@ the harness's timing.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
 
-from bench.agreement import compare, known, report, runner, scenario
+from bench.agreement import compare, known, report, runner, scenario, storageops
+from splitsched.testing import kube
 
 pytestmark = pytest.mark.e2e
 
@@ -64,3 +68,41 @@ def test_kube_scheduler_agrees_with_itself(session: runner.Session) -> None:
         known={},
         failed=dict.fromkeys(compare.CHECKS, 0),
     )
+
+
+def test_a_runs_storage_is_gone_when_it_is_removed(session: runner.Session) -> None:
+    """Two runs of a seed use the same PV names, so removal must leave none "being
+    deleted" (CI of 085be00 failed with 409 AlreadyExists on ``ag1-s-pv02``: the protection
+    controller had put its finalizer back between the strip and the delete)."""
+    scene = next(s for s in map(scenario.build, range(1, 20)) if s.volumes.claims)
+    names = {
+        slot: kube.create_namespace(session.api, prefix=f"agst-{slot[1:]}")
+        for slot in scene.namespaces
+    }
+    try:
+        made = storageops.create(session.api, scene.volumes, "agst", names)
+        storageops.remove(session.api, made)
+        left = [o["metadata"]["name"] for o in made if _exists(session.api, o)]
+        assert not left, left
+        assert any(o["kind"] == "PersistentVolume" for o in made)
+    finally:
+        for ns in names.values():
+            kube.delete_namespace(session.api, ns)
+
+
+def _exists(api: client.ApiClient, obj: dict[str, Any]) -> bool:
+    core, store = client.CoreV1Api(api), client.StorageV1Api(api)
+    name, ns, kind = obj["metadata"]["name"], obj["metadata"].get("namespace"), obj["kind"]
+    reads = {
+        "PersistentVolumeClaim": lambda: core.read_namespaced_persistent_volume_claim(name, ns),
+        "PersistentVolume": lambda: core.read_persistent_volume(name),
+        "CSINode": lambda: store.read_csi_node(name),
+        "StorageClass": lambda: store.read_storage_class(name),
+    }
+    try:
+        reads[kind]()
+    except ApiException as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
