@@ -6,8 +6,8 @@ pod. Nothing is written for a refused
 decision or report, nor for one whose pod cannot be read.
 
 Used by ``services.binder.worker`` for every binding, preemption and unschedulable report.
-A node seen to exist is remembered for ``NODE_TTL`` seconds, so a burst of bindings to one
-node reads it once.
+Which nodes exist is mostly known without a read of each (``services.binder.knownnodes``:
+one list of every node's name stands for them, for ``NODE_TTL`` seconds).
 Each refusal is logged with the caller's identity and counted in
 ``splitsched_binder_refused_total{reason}``.
 """
@@ -31,13 +31,12 @@ from services.binder.jobs import (
     PodKey,
     PreemptJob,
 )
+from services.binder.knownnodes import LIST_BUDGET, KnownNodes
 from services.binder.metrics import BinderMetrics
 from services.binder.retrying import Retrier
 
 log = logging.getLogger(__name__)
 
-#: Seconds a node read to exist is not read again.
-NODE_TTL = 30.0
 #: Victims read at once.
 READ_CONCURRENCY = 16
 
@@ -60,12 +59,16 @@ class Admission:
         metrics: BinderMetrics,
         profiles: Collection[str],
         monotonic: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """``clock`` is the deadlines' (wall clock, as ``BindJob.deadline``); ``monotonic``
+        times how long a node stays known."""
         self._retrier = retrier
         self._metrics = metrics
         self.profiles = frozenset(profiles)
-        self._monotonic = monotonic
-        self._nodes_seen: dict[str, float] = {}
+        self._nodes = KnownNodes(self._list_node_names, monotonic=monotonic)
+        self._clock = clock
+        self._list_refused = False
 
     async def binding(self, job: BindJob) -> BindResult | None:
         """None when ``job`` may be bound, else the result to report instead. The pod and
@@ -74,10 +77,10 @@ class Admission:
         the guard refuses exactly what it did while a binding waits one round trip less."""
         what = f"binding {job.pod} to {job.node}"
         pod_read = self._read_pod(job.pod, deadline=job.deadline)
-        if self._node_known(job.node):
+        if self._nodes.known(job.node):
             pod, node = await pod_read, None
         else:
-            pod, node = await asyncio.gather(pod_read, self._read_node(job.node, job.deadline))
+            pod, node = await asyncio.gather(pod_read, self._find_node(job.node, job.deadline))
         if pod is None or isinstance(pod, BindResult):
             return pod
         refusal = guard.foreign_pod(pod, who=f"pod {job.pod}", profiles=self.profiles)
@@ -169,15 +172,34 @@ class Admission:
         self, node: str, *, deadline: float, what: str, caller: str
     ) -> BindResult | None:
         """None when ``node`` exists (or was seen to within ``NODE_TTL``)."""
-        if self._node_known(node):
+        if self._nodes.known(node):
             return None
-        found = await self._read_node(node, deadline)
+        found = await self._find_node(node, deadline)
         if isinstance(found, guard.Refusal):
             return self._refuse(found, what=what, caller=caller)
         return found
 
-    def _node_known(self, node: str) -> bool:
-        return self._nodes_seen.get(node, 0.0) > self._monotonic()
+    async def _find_node(self, node: str, deadline: float) -> BindResult | guard.Refusal | None:
+        """As ``_read_node``, after a list of every node when one is due: a node the list
+        shows is not read on its own."""
+        await self._nodes.refresh(min(deadline, self._clock() + LIST_BUDGET))
+        if self._nodes.known(node):
+            return None
+        return await self._read_node(node, deadline)
+
+    async def _list_node_names(self, deadline: float) -> list[str] | None:
+        """Every node's name (``KnownNodes``' lister); None when the list failed, which
+        is logged (as a warning the first time: a binder without ``list`` on nodes still
+        works, reading each node on its own)."""
+        answer = await self._get(apirequests.list_node_names(), deadline)
+        names = _item_names(answer.body) if not isinstance(answer, BindResult) else None
+        if isinstance(answer, BindResult) or answer.status != 200 or names is None:
+            why = answer.message if isinstance(answer, BindResult) else classify.http_error(answer)
+            level = logging.DEBUG if self._list_refused else logging.WARNING
+            log.log(level, "listing the nodes failed, reading each on its own: %s", why)
+            self._list_refused = True
+            return None
+        return names
 
     async def _read_node(self, node: str, deadline: float) -> BindResult | guard.Refusal | None:
         """Read ``node``: None when it exists (remembered for ``NODE_TTL``), the refusal
@@ -196,10 +218,7 @@ class Admission:
         if answer.status != 200:
             message = f"reading node {node}: {classify.http_error(answer)}"
             return BindResult(FAILED, message, 0, answer.status)
-        now = self._monotonic()
-        self._nodes_seen[node] = now + NODE_TTL
-        if len(self._nodes_seen) > 100_000:  # forget the expired ones now and then
-            self._nodes_seen = {n: t for n, t in self._nodes_seen.items() if t > now}
+        self._nodes.saw(node)
         return None
 
     async def _get(self, request: ApiRequest, deadline: float) -> classify.Answer | BindResult:
@@ -219,3 +238,17 @@ class Admission:
 def _uid(body: Any) -> str:
     meta = body.get("metadata") if isinstance(body, dict) else None
     return str(meta.get("uid") or "") if isinstance(meta, dict) else ""
+
+
+def _item_names(body: Any) -> list[str] | None:
+    """The ``metadata.name`` of each item of a list's JSON; None when it is no list."""
+    items = body.get("items") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        return None
+    names = []
+    for item in items:
+        meta = item.get("metadata") if isinstance(item, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if isinstance(name, str):
+            names.append(name)
+    return names

@@ -20,6 +20,8 @@ from services.binder.events import micro_time
 from services.binder.jobs import BindJob, PodKey, VolumeBinding
 
 JSON = "application/json"
+#: A list of objects' metadata only (``meta.k8s.io/v1`` PartialObjectMetadataList), JSON.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -38,6 +40,8 @@ class ApiRequest:
     done_codes: frozenset[int] = frozenset()
     #: What the request does, for log lines ("event FailedScheduling for ns/p").
     what: str = ""
+    #: The Accept header when not plain JSON.
+    accept: str = ""
 
     def done(self, answer: classify.Answer) -> bool:
         return answer.status < 300 or answer.status in self.done_codes
@@ -71,6 +75,14 @@ def read_node(name: str, *, cached: bool = False) -> ApiRequest:
     """GET the node; ``cached`` as for ``read_pod``."""
     path = f"/api/v1/nodes/{quote(name)}" + ("?resourceVersion=0" if cached else "")
     return ApiRequest("GET", path, what=f"node {name}")
+
+
+def list_node_names() -> ApiRequest:
+    """LIST every node's metadata (no spec or status: a node's images alone can be tens of
+    kilobytes) from the API server's watch cache, in one answer."""
+    return ApiRequest(
+        "GET", "/api/v1/nodes?resourceVersion=0", accept=METADATA_LIST, what="node names"
+    )
 
 
 def create_event(event: dict[str, Any]) -> ApiRequest:

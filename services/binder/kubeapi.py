@@ -72,7 +72,7 @@ class KubeClient(kubeclient.KubeClient):
         ``budget`` seconds."""
         return await self.request(
             request.method, request.path, body=request.body,
-            content_type=request.content_type, budget=budget,
+            content_type=request.content_type, accept=request.accept, budget=budget,
         )  # fmt: skip
 
     async def probe(self, *, budget: float = 5.0) -> bool:

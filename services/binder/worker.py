@@ -112,7 +112,7 @@ class BindingPool:
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
         #: The refusals of ``services.binder.guard`` (main always passes ``profiles``;
         #: None, for tests of other parts: no checks, no reads before the writes).
-        self._admission = _admission(retrier, metrics, profiles)
+        self._admission = _admission(retrier, metrics, profiles, clock)
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
         self._reports = UnschedulableReports(
@@ -480,8 +480,13 @@ class BindingPool:
 
 
 def _admission(
-    retrier: Retrier, metrics: BinderMetrics, profiles: Collection[str] | None
+    retrier: Retrier,
+    metrics: BinderMetrics,
+    profiles: Collection[str] | None,
+    clock: Callable[[], float],
 ) -> Admission | None:
     return (
-        None if profiles is None else Admission(retrier=retrier, metrics=metrics, profiles=profiles)
+        None
+        if profiles is None
+        else Admission(retrier=retrier, metrics=metrics, profiles=profiles, clock=clock)
     )

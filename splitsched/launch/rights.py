@@ -37,7 +37,7 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # The volume step before a Binding: a PV's claimRef, a claim's selected-node.
     {

@@ -353,11 +353,13 @@ class KubeClient:
         *,
         body: Any = None,
         content_type: str = "application/json",
+        accept: str = "",
         budget: float = 10.0,
     ) -> Response:
         """One request taking at most `budget` seconds, the wait for the limiter included
         (a request held back past its budget is never sent: raises TimeoutError, and a
-        Binding cannot land after its decision's deadline); JSON in, JSON out."""
+        Binding cannot land after its decision's deadline); JSON in, JSON out. ``accept``
+        replaces the JSON Accept header (a metadata-only list: still JSON)."""
         await self.start()
         assert self._session is not None
         start = time.monotonic()
@@ -367,7 +369,7 @@ class KubeClient:
             if self._on_sent is not None:
                 self._on_sent(method)
             budget -= time.monotonic() - start
-            response = await self._send(method, path, body, content_type, budget)
+            response = await self._send(method, path, body, content_type, budget, accept)
             if response.retry_after is not None and server_throttled(response):
                 self.limiter.throttled(response.retry_after)
             return response
@@ -382,10 +384,13 @@ class KubeClient:
         return await self._send("GET", path, None, "application/json", budget)
 
     async def _send(
-        self, method: str, path: str, body: Any, content_type: str, budget: float
-    ) -> Response:
+        self, method: str, path: str, body: Any, content_type: str, budget: float,
+        accept: str = "",
+    ) -> Response:  # fmt: skip
         assert self._session is not None
         headers = self.endpoint.headers()
+        if accept:
+            headers["Accept"] = accept
         data: bytes | None = None
         if body is not None:
             data = orjson.dumps(body)

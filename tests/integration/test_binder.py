@@ -33,7 +33,9 @@ from tests.support.binderproc import BinderProcess, run_binder
 
 Outcome = scheduler_pb2.BindingOutcome
 
-#: Exactly what the binder needs (and nothing to list, watch or update).
+#: What the binder needs less ``list`` on nodes (nothing to list, watch or update): the
+#: guard then reads each node on its own, the fallback of ``services.binder.knownnodes``;
+#: the e2e stack runs with the chart's rights (``splitsched.launch.rights``), list included.
 BINDER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},

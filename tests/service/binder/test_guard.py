@@ -11,6 +11,7 @@ import logging
 
 import pytest
 
+from services.binder import apirequests
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support.binder import Harness, add_pod, bind_request, eventually, harness, run
 from tests.support.fakes.kube import FakePod, PreemptKube
@@ -240,6 +241,31 @@ def test_the_node_is_read_from_the_watch_cache_and_from_etcd_only_before_a_refus
                 "/api/v1/nodes/new-node?resourceVersion=0",
                 "/api/v1/nodes/node-a?resourceVersion=0",
             ]
+            assert refused(h, "node_missing") == 1
+
+    run(body())
+
+
+def test_nodes_a_list_shows_are_not_read_one_by_one() -> None:
+    """One metadata-only list of the nodes stands for a read of each (``knownnodes``); a
+    node the list does not show is read on its own before it is refused or bound."""
+
+    async def body() -> None:
+        async with harness() as h:
+            for name in ("p1", "p2", "p3", "p4"):
+                add_pod(h, name)
+            h.kube.node_list = ["node-a", "node-b"]
+            h.kube.missing_nodes.add("ghost")
+            for decision, name, node in (
+                ("d1", "p1", "node-a"), ("d2", "p2", "node-b"),
+                ("d3", "p3", "node-new"), ("d4", "p4", "ghost"),
+            ):  # fmt: skip
+                await accept_bind(h, bind_request(decision, name, node=node))
+            assert [(await h.outcome(d)).result for d in ("d1", "d2", "d3")] == [Outcome.BOUND] * 3
+            assert (await h.outcome("d4")).result == Outcome.FAILED
+            assert h.kube.node_lists == [apirequests.METADATA_LIST]
+            node_reads = {r for r in h.kube.reads if r.startswith("/api/v1/nodes/")}
+            assert node_reads == {"/api/v1/nodes/node-new", "/api/v1/nodes/ghost"}
             assert refused(h, "node_missing") == 1
 
     run(body())

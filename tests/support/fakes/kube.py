@@ -64,6 +64,11 @@ class FakeKube:
     #: Node names a watch-cache GET (``resourceVersion=0``) answers 404 for while a read
     #: from etcd finds them: a cache that lags a node's creation.
     uncached_nodes: set[str] = field(default_factory=set)
+    #: The node names a LIST of nodes answers; None: the list is forbidden (403), as for
+    #: a binder without ``list`` on nodes.
+    node_list: list[str] | None = None
+    #: The Accept header of every LIST of nodes.
+    node_lists: list[str] = field(default_factory=list)
     #: The paths of every GET of a pod or a node, in arrival order.
     reads: list[str] = field(default_factory=list)
     #: The same GETs with their query strings (``?resourceVersion=0``: from the cache).
@@ -76,6 +81,7 @@ class FakeKube:
         app.router.add_post("/api/v1/namespaces/{ns}/pods/{name}/binding", self._bind)
         app.router.add_get("/api/v1/namespaces/{ns}/pods/{name}", self._get_pod)
         app.router.add_get("/api/v1/nodes/{name}", self._get_node)
+        app.router.add_get("/api/v1/nodes", self._list_nodes)
         app.router.add_patch("/api/v1/namespaces/{ns}/pods/{name}/status", self._patch_status)
         app.router.add_post("/apis/events.k8s.io/v1/namespaces/{ns}/events", self._event)
         app.router.add_get("/readyz", self._readyz)
@@ -160,6 +166,13 @@ class FakeKube:
         if name in self.missing_nodes or (from_cache and name in self.uncached_nodes):
             return self._status(404, f'nodes "{name}" not found')
         return web.json_response({"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}})
+
+    async def _list_nodes(self, request: web.Request) -> web.Response:
+        self.node_lists.append(request.headers.get("Accept", ""))
+        if self.node_list is None:
+            return self._status(403, 'nodes is forbidden: cannot list resource "nodes"')
+        items = [{"metadata": {"name": name}} for name in self.node_list]
+        return web.json_response({"kind": "PartialObjectMetadataList", "items": items})
 
     async def _patch_status(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]
