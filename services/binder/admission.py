@@ -192,7 +192,7 @@ class Admission:
         is logged (as a warning the first time: a binder without ``list`` on nodes still
         works, reading each node on its own)."""
         answer = await self._get(apirequests.list_node_names(), deadline)
-        names = _item_names(answer.body) if not isinstance(answer, BindResult) else None
+        names = apirequests.table_names(answer.body) if not isinstance(answer, BindResult) else None
         if isinstance(answer, BindResult) or answer.status != 200 or names is None:
             why = answer.message if isinstance(answer, BindResult) else classify.http_error(answer)
             level = logging.DEBUG if self._list_refused else logging.WARNING
@@ -238,17 +238,3 @@ class Admission:
 def _uid(body: Any) -> str:
     meta = body.get("metadata") if isinstance(body, dict) else None
     return str(meta.get("uid") or "") if isinstance(meta, dict) else ""
-
-
-def _item_names(body: Any) -> list[str] | None:
-    """The ``metadata.name`` of each item of a list's JSON; None when it is no list."""
-    items = body.get("items") if isinstance(body, dict) else None
-    if not isinstance(items, list):
-        return None
-    names = []
-    for item in items:
-        meta = item.get("metadata") if isinstance(item, dict) else None
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if isinstance(name, str):
-            names.append(name)
-    return names

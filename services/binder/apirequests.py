@@ -20,8 +20,8 @@ from services.binder.events import micro_time
 from services.binder.jobs import BindJob, PodKey, VolumeBinding
 
 JSON = "application/json"
-#: A list of objects' metadata only (``meta.k8s.io/v1`` PartialObjectMetadataList), JSON.
-METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+#: A list as a ``meta.k8s.io/v1`` Table (what ``kubectl get`` reads), JSON.
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -78,11 +78,30 @@ def read_node(name: str, *, cached: bool = False) -> ApiRequest:
 
 
 def list_node_names() -> ApiRequest:
-    """LIST every node's metadata (no spec or status: a node's images alone can be tens of
-    kilobytes) from the API server's watch cache, in one answer."""
-    return ApiRequest(
-        "GET", "/api/v1/nodes?resourceVersion=0", accept=METADATA_LIST, what="node names"
-    )
+    """LIST the nodes from the API server's watch cache as a Table without the objects: a
+    row of short cells per node, the name first (150 bytes a node; metadata alone is 2 KB,
+    most of it managedFields: 0.75 MB against 10 MB at 5,000 kwok nodes)."""
+    path = "/api/v1/nodes?resourceVersion=0&includeObject=None"
+    return ApiRequest("GET", path, accept=TABLE, what="node names")
+
+
+def table_names(body: Any) -> list[str] | None:
+    """The name cell of each row of a ``meta.k8s.io`` Table (the column whose format is
+    ``name``); None when ``body`` is no such table."""
+    columns = body.get("columnDefinitions") if isinstance(body, dict) else None
+    rows = body.get("rows") if isinstance(body, dict) else None
+    if not isinstance(columns, list) or not isinstance(rows, list):
+        return None
+    formats = [c.get("format") if isinstance(c, dict) else None for c in columns]
+    if "name" not in formats:
+        return None
+    at = formats.index("name")
+    names = []
+    for row in rows:
+        cells = row.get("cells") if isinstance(row, dict) else None
+        if isinstance(cells, list) and len(cells) > at and isinstance(cells[at], str):
+            names.append(cells[at])
+    return names
 
 
 def create_event(event: dict[str, Any]) -> ApiRequest:

@@ -1,8 +1,8 @@
 """The nodes a binder knows to exist, for issue 17's refusal of a Binding to a node that
 does not exist (the API server accepts a Binding to any name).
 
-Knowing is cheap: one metadata-only LIST of every node (``apirequests.list_node_names``,
-from the API server's watch cache) stands for a GET of each. Every listed or read node is
+Knowing is cheap: one LIST of every node's name (``apirequests.list_node_names``: a
+Table from the API server's watch cache) stands for a GET of each. Every listed or read node is
 known for ``NODE_TTL`` seconds; a binding to a node not known then lists again, at most
 once per ``LIST_INTERVAL`` and once for all the callers waiting on it. A node the last list
 did not show (newer than the list, or when listing fails: no ``list`` right on nodes, say)

@@ -359,7 +359,7 @@ class KubeClient:
         """One request taking at most `budget` seconds, the wait for the limiter included
         (a request held back past its budget is never sent: raises TimeoutError, and a
         Binding cannot land after its decision's deadline); JSON in, JSON out. ``accept``
-        replaces the JSON Accept header (a metadata-only list: still JSON)."""
+        replaces the JSON Accept header (a Table: still JSON)."""
         await self.start()
         assert self._session is not None
         start = time.monotonic()

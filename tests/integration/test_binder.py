@@ -10,6 +10,7 @@ the PodScheduled condition.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import time
 import uuid
@@ -21,6 +22,8 @@ import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 from kubernetes import client
 
+from services.binder import apirequests
+from services.binder.kubeapi import KubeClient, load_endpoint
 from splitsched.testing.kube import (
     create_kwok_nodes,
     create_pods,
@@ -30,6 +33,7 @@ from splitsched.testing.kube import (
 )
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support.binderproc import BinderProcess, run_binder
+from tests.support.fixtures import ControlPlaneHandle
 
 Outcome = scheduler_pb2.BindingOutcome
 
@@ -111,6 +115,26 @@ def _events(core: client.CoreV1Api, namespace: str, pod: str, reason: str) -> li
         namespace, field_selector=f"involvedObject.name={pod},reason={reason}"
     ).items
     return list(items)
+
+
+def test_the_node_list_the_guard_uses_names_every_node_of_the_real_api_server(
+    control_plane: ControlPlaneHandle, kwok_nodes: list[str]
+) -> None:
+    """``services.binder.knownnodes`` lists the nodes as a Table (``apirequests``): the
+    real API server answers one, and its name column holds every node. A silent failure
+    here would only cost the binder a read per node, so it is checked on its own."""
+
+    async def names() -> list[str] | None:
+        kube = KubeClient(load_endpoint(str(control_plane.kubeconfig_path)))
+        try:
+            answer = await kube.send(apirequests.list_node_names(), budget=20.0)
+        finally:
+            await kube.close()
+        assert answer.status == 200, answer.body
+        return apirequests.table_names(answer.body)
+
+    listed = asyncio.run(names())
+    assert listed is not None and set(kwok_nodes) <= set(listed)
 
 
 def test_bind_sets_node_name_writes_scheduled_event_and_reports_bound(

@@ -247,7 +247,7 @@ def test_the_node_is_read_from_the_watch_cache_and_from_etcd_only_before_a_refus
 
 
 def test_nodes_a_list_shows_are_not_read_one_by_one() -> None:
-    """One metadata-only list of the nodes stands for a read of each (``knownnodes``); a
+    """One list of the nodes' names stands for a read of each (``knownnodes``); a
     node the list does not show is read on its own before it is refused or bound."""
 
     async def body() -> None:
@@ -263,7 +263,7 @@ def test_nodes_a_list_shows_are_not_read_one_by_one() -> None:
                 await accept_bind(h, bind_request(decision, name, node=node))
             assert [(await h.outcome(d)).result for d in ("d1", "d2", "d3")] == [Outcome.BOUND] * 3
             assert (await h.outcome("d4")).result == Outcome.FAILED
-            assert h.kube.node_lists == [apirequests.METADATA_LIST]
+            assert h.kube.node_lists == [apirequests.TABLE]
             node_reads = {r for r in h.kube.reads if r.startswith("/api/v1/nodes/")}
             assert node_reads == {"/api/v1/nodes/node-new", "/api/v1/nodes/ghost"}
             assert refused(h, "node_missing") == 1

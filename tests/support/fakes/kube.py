@@ -171,8 +171,10 @@ class FakeKube:
         self.node_lists.append(request.headers.get("Accept", ""))
         if self.node_list is None:
             return self._status(403, 'nodes is forbidden: cannot list resource "nodes"')
-        items = [{"metadata": {"name": name}} for name in self.node_list]
-        return web.json_response({"kind": "PartialObjectMetadataList", "items": items})
+        columns = [{"name": "Name", "type": "string", "format": "name"},
+                   {"name": "Status", "type": "string", "format": ""}]  # fmt: skip
+        rows = [{"cells": [name, "Ready"], "object": None} for name in self.node_list]
+        return web.json_response({"kind": "Table", "columnDefinitions": columns, "rows": rows})
 
     async def _patch_status(self, request: web.Request) -> web.Response:
         ns, name = request.match_info["ns"], request.match_info["name"]

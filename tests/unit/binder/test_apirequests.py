@@ -119,3 +119,18 @@ def test_a_claim_is_marked_for_provisioning_on_the_node() -> None:
     }}  # fmt: skip
     assert apirequests.read_claim(volume).path == request.path
     assert apirequests.read_pv("pv a").path == "/api/v1/persistentvolumes/pv%20a"
+
+
+def test_the_node_list_is_a_table_from_the_cache_and_its_names_are_the_name_column() -> None:
+    request = apirequests.list_node_names()
+    assert request.path == "/api/v1/nodes?resourceVersion=0&includeObject=None"
+    assert request.accept == apirequests.TABLE
+    table = {
+        "kind": "Table",
+        "columnDefinitions": [{"name": "Status", "format": ""}, {"name": "N", "format": "name"}],
+        "rows": [{"cells": ["Ready", "a"]}, {"cells": ["Ready", "b"]}, {"cells": ["short"]}],
+    }
+    assert apirequests.table_names(table) == ["a", "b"]  # a row without the cell is skipped
+    assert apirequests.table_names({"kind": "NodeList", "items": []}) is None
+    assert apirequests.table_names({"columnDefinitions": [{"format": ""}], "rows": []}) is None
+    assert apirequests.table_names("not json") is None
