@@ -1,9 +1,12 @@
 """The reads behind the binder's refusals (``services.binder.guard`` decides): before a
-Binding (and its volume step), one GET of the pod and of the node (both from the API
-server's watch cache); before a preemption, the preemptor, the node and each victim;
-before the FailedScheduling Event and PodScheduled=False of an unschedulable report, the
-pod. Nothing is written for a refused
-decision or report, nor for one whose pod cannot be read.
+Binding (and its volume step), the pod and the node; before a preemption, the preemptor,
+the node and each victim; before the FailedScheduling Event and PodScheduled=False of an
+unschedulable report, the pod. Nothing is written for a refused decision or report, nor
+for one whose pod cannot be read.
+
+A pending pod is mostly known without a read (``services.binder.pendingpods``: a watch of
+the served profiles' pending pods shows it, with every field the guard reads); other pods
+and nodes are read from the API server's watch cache.
 
 Used by ``services.binder.worker`` for every binding, preemption and unschedulable report.
 Which nodes exist is mostly known without a read of each (``services.binder.knownnodes``:
@@ -33,6 +36,7 @@ from services.binder.jobs import (
 )
 from services.binder.knownnodes import LIST_BUDGET, KnownNodes
 from services.binder.metrics import BinderMetrics
+from services.binder.pendingpods import PendingPods
 from services.binder.retrying import Retrier
 
 log = logging.getLogger(__name__)
@@ -60,10 +64,13 @@ class Admission:
         profiles: Collection[str],
         monotonic: Callable[[], float] = time.monotonic,
         clock: Callable[[], float] = time.time,
+        pending: PendingPods | None = None,
     ) -> None:
         """``clock`` is the deadlines' (wall clock, as ``BindJob.deadline``); ``monotonic``
-        times how long a node stays known."""
+        times how long a node stays known; ``pending`` holds the pods a watch showed (None:
+        every pod is read)."""
         self._retrier = retrier
+        self._pending = pending
         self._metrics = metrics
         self.profiles = frozenset(profiles)
         self._nodes = KnownNodes(self._list_node_names, monotonic=monotonic)
@@ -155,7 +162,11 @@ class Admission:
         uid-checked write that follows fails and says so; the result to report when it
         cannot be read. Read from the API server's cache first (the fields
         checked never change); a pod the cache does not show is read again from etcd, as
-        the cache may lag a little."""
+        the cache may lag a little. A pod the pending pods' watch shows is not read."""
+        shown = self._pending and self._pending.get(pod.namespace, pod.name, pod.uid)
+        if shown:
+            self._metrics.pods_shown.inc()
+            return shown
         for cached in (True, False):
             request = apirequests.read_pod(pod.namespace, pod.name, cached=cached)
             answer = await self._get(request, deadline)

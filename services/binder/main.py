@@ -1,10 +1,11 @@
 """The binder process (``splitsched-binder``, ``python -m services.binder``).
 
 Wires the pieces: the Kubernetes client (``kubeapi``), the outcome reporter to the
-scheduler (``reporter``), the worker pool (``worker``) and the ``Binder`` gRPC servicer
-(``server``), plus ``/healthz``, ``/readyz`` (the API server answers) and ``/metrics``,
-through the runtime's service skeleton (``splitsched.runtime.service``). Its flags and
-settings: ``services.binder.settings``.
+scheduler (``reporter``), the worker pool (``worker``), the watch of the pending pods its
+checks read (``pendingpods``) and the ``Binder`` gRPC servicer (``server``), plus
+``/healthz``, ``/readyz`` (the API server answers) and ``/metrics``, through the runtime's
+service skeleton (``splitsched.runtime.service``). Its flags and settings:
+``services.binder.settings``.
 On SIGTERM/SIGINT it shuts down gracefully: health NOT_SERVING, new work refused, queued
 decisions reported FAILED ("binder shutting down") so the scheduler requeues them at once,
 running bindings given ``--shutdown-grace`` seconds, outcomes flushed, then exit.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 
 from services.binder.kubeapi import KubeClient
 from services.binder.metrics import BinderMetrics
+from services.binder.pendingpods import PendingPods, PodWatch
 from services.binder.reporter import CHANNEL_OPTIONS, OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.settings import SERVICE_NAME, BinderSettings
@@ -46,6 +48,8 @@ class Binder:
         self._reporter: OutcomeReporter | None = None
         self._pool: BindingPool | None = None
         self._prober: asyncio.Task[None] | None = None
+        self.pending = PendingPods()
+        self._pod_watch: asyncio.Task[None] | None = None
 
     @property
     def kube(self) -> KubeClient:
@@ -105,6 +109,7 @@ class Binder:
             max_pending=settings.max_pending,
             preempt_deadline=settings.preempt_deadline,
             profiles=settings.scheduler_names,
+            pending=self.pending,
         )
         self._pool = pool
         pool.start()
@@ -118,6 +123,8 @@ class Binder:
 
     async def start(self, running: service.Running) -> None:
         self._prober = asyncio.create_task(self._probe_loop(running), name="api-probe")
+        watch = PodWatch(self.kube, self.pending, self.settings.scheduler_names)
+        self._pod_watch = asyncio.create_task(watch.run(), name="pending-pods")
 
     async def _probe_loop(self, running: service.Running) -> None:
         """Readiness and gRPC health follow whether the API server answers."""
@@ -143,10 +150,11 @@ class Binder:
         and deliver the outcomes."""
         log.info("shutting down: %d decisions in flight", self.pool.inflight)
         await self.pool.shutdown(self.settings.shutdown_grace)
-        if self._prober is not None:
-            self._prober.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._prober
+        for task in (self._prober, self._pod_watch):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if not await self.reporter.flush(within=self.settings.report_flush_timeout):
             log.warning("%d outcomes not delivered to the scheduler", self.reporter.backlog)
         await self.reporter.close()

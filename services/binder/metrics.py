@@ -63,6 +63,11 @@ class BinderMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.pods_shown = Counter(
+            "splitsched_binder_pods_shown_total",
+            "Pods checked from the pending pods' watch, without a read of each.",
+            registry=self.registry,
+        )
         self._volume_metrics()
         self._link_metrics()
 

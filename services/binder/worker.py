@@ -50,6 +50,7 @@ from services.binder.jobs import (
 )
 from services.binder.kubeapi import KubeClient
 from services.binder.metrics import BinderMetrics
+from services.binder.pendingpods import PendingPods
 from services.binder.preemption import Preempter, PreemptionResult
 from services.binder.recorder import Recorder
 from services.binder.reporter import OutcomeReporter
@@ -96,6 +97,7 @@ class BindingPool:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
+        pending: PendingPods | None = None,
     ) -> None:
         self._kube = kube
         self._reporter = reporter
@@ -110,9 +112,8 @@ class BindingPool:
         self._bindings = Bindings(retrier=retrier, metrics=metrics)
         self._volumes = VolumeStep(retrier=retrier, metrics=metrics, clock=clock, sleep=sleep)
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
-        #: The refusals of ``services.binder.guard`` (main always passes ``profiles``;
-        #: None, for tests of other parts: no checks, no reads before the writes).
-        self._admission = _admission(retrier, metrics, profiles, clock)
+        #: ``services.binder.guard``'s refusals (None in tests of other parts: no checks).
+        self._admission = _admission(retrier, metrics, profiles, clock, pending)
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
         self._reports = UnschedulableReports(
@@ -484,9 +485,10 @@ def _admission(
     metrics: BinderMetrics,
     profiles: Collection[str] | None,
     clock: Callable[[], float],
+    pending: PendingPods | None,
 ) -> Admission | None:
-    return (
-        None
-        if profiles is None
-        else Admission(retrier=retrier, metrics=metrics, profiles=profiles, clock=clock)
+    if profiles is None:
+        return None
+    return Admission(
+        retrier=retrier, metrics=metrics, profiles=profiles, clock=clock, pending=pending
     )

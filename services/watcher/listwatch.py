@@ -32,6 +32,7 @@ import orjson
 from services.watcher import entries, ring
 from services.watcher.metrics import Metrics
 from splitsched.runtime import kubeclient
+from splitsched.runtime.kubeclient import ApiError
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,6 @@ _TYPE_NAMES: dict[int, str] = {
 
 class Gone(Exception):
     """410: the resourceVersion (or continue token) is too old; relist."""
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {body[:300]}")
-        self.status = status
 
 
 @dataclass(frozen=True)
@@ -243,18 +238,9 @@ class Reflector:
                 raise Gone()
             if r.status != 200:
                 raise ApiError(r.status, (await r.read()).decode(errors="replace"))
-            buf = b""
-            async for chunk in r.content.iter_any():
-                buf += chunk
-                if b"\n" not in buf:
-                    continue
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self.handle_event(orjson.loads(line))
-                        got = True
-            if buf.strip():
-                self.handle_event(orjson.loads(buf))
+            async for event in kubeclient.json_lines(r):
+                self.handle_event(event)
+                got = True
         return got
 
     def handle_event(self, event: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
 BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "watch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
     {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # The volume step before a Binding: a PV's claimRef, a claim's selected-node.

@@ -14,10 +14,11 @@ fields we need. A configuration that cannot be used fails at start with a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,6 +34,15 @@ from splitsched.runtime.config import ConfigError
 NETWORK_ERRORS: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
 
 IN_CLUSTER = "the in-cluster config"
+
+
+class ApiError(Exception):
+    """An answer other than the one asked for, from a list or a watch: its HTTP status (or
+    a watch ERROR event's code) and the start of its message."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body[:300]}")
+        self.status = status
 
 
 class KubeConfigError(ConfigError):
@@ -287,6 +297,22 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
     return max(0.0, when.timestamp() - current)
 
 
+async def json_lines(response: aiohttp.ClientResponse) -> AsyncIterator[Any]:
+    """The JSON documents of a streamed answer, one per line, as they arrive (a watch's
+    events). A line that is not JSON raises ``orjson.JSONDecodeError`` (a ValueError)."""
+    pending = b""
+    async for chunk in response.content.iter_any():
+        pending += chunk
+        if b"\n" not in pending:
+            continue
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield orjson.loads(line)
+    if pending.strip():
+        yield orjson.loads(pending)
+
+
 class Answered(Protocol):
     """What `server_throttled` reads of an answer (`Response` is one)."""
 
@@ -382,6 +408,20 @@ class KubeClient:
         `--qps`, or held off by the server, would call a live server unreachable)."""
         await self.start()
         return await self._send("GET", path, None, "application/json", budget)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, idle: float) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A GET whose answer is read as it comes (a watch: read it with `json_lines`),
+        given up when nothing arrives for `idle` seconds. It skips the limiter: one long
+        request, and what it brings saves requests the limiter would count."""
+        await self.start()
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=idle)
+        async with self._session.get(
+            self.endpoint.url(path), headers=self.endpoint.headers(), timeout=timeout,
+            server_hostname=self.endpoint.tls_server_name,
+        ) as response:  # fmt: skip
+            yield response
 
     async def _send(
         self, method: str, path: str, body: Any, content_type: str, budget: float,

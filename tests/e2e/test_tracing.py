@@ -94,6 +94,8 @@ class FaultProxy:
                 return web.json_response(INJECTED, status=500)
         assert self._session is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        if request.query.get("watch") in ("1", "true"):
+            return await self._stream(request, headers)
         async with self._session.request(
             request.method, self.upstream + request.path_qs, data=body, headers=headers
         ) as upstream:
@@ -104,12 +106,27 @@ class FaultProxy:
             out = {k: v for k, v in upstream.headers.items() if k in PASSED_HEADERS}
             return web.Response(status=upstream.status, body=data, headers=out)
 
+    async def _stream(self, request: web.Request, headers: dict[str, str]) -> web.StreamResponse:
+        """A watch (the binders' watch of their pending pods) passed on as it comes."""
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        async with self._session.get(
+            self.upstream + request.path_qs, headers=headers, timeout=timeout
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status)
+            response.content_type = upstream.content_type
+            await response.prepare(request)
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+            return response
+
     async def _start(self) -> None:
         ctx = ssl.create_default_context(cafile=self.ca_file)
         self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx))
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
+        # A watch held open must not hold the clean-up.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -715,9 +715,11 @@ def test_chart_service_accounts_have_least_privilege(
     binder, watcher, scheduler = apis["binder"], apis["watcher"], apis["scheduler"]
 
     # The binder writes what the scheduler decides, and reads nothing in bulk but the
-    # names of the nodes (one list stands for a read of each node a binding names).
+    # names of the nodes (one list stands for a read of each node a binding names) and a
+    # watch of the pending pods (it stands for a read of each pod).
     for verb, resource in [
         ("list", "nodes"),
+        ("watch", "pods"),
         ("create", "pods/binding"),
         ("patch", "pods/status"),
         ("get", "pods"),
@@ -735,7 +737,6 @@ def test_chart_service_accounts_have_least_privilege(
         ("list", "secrets"),
         ("get", "secrets"),
         ("list", "pods"),
-        ("watch", "pods"),
         ("create", "pods"),
         ("delete", "pods"),
         ("update", "pods"),

@@ -23,6 +23,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from services.binder.guard import DEFAULT_PROFILES
 from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.metrics import BinderMetrics
+from services.binder.pendingpods import PendingPods
 from services.binder.reporter import OutcomeReporter
 from services.binder.server import BinderServicer
 from services.binder.worker import BindingPool
@@ -78,10 +79,12 @@ async def harness(
     kube: FakeKube | None = None,
     preempt_deadline: float = 30.0,
     profiles: tuple[str, ...] | None = DEFAULT_PROFILES,
+    pending: PendingPods | None = None,
 ) -> AsyncIterator[Harness]:
     """A binder (pool, reporter, gRPC server) against `kube` (a fresh `FakeKube` by default)
     and a `FakeScheduler` (down when `scheduler_up` is false), torn down after the block;
-    it refuses pods of other `profiles` as `main` does (None: no checks)."""
+    it refuses pods of other `profiles` as `main` does (None: no checks), reading a pod
+    unless `pending` shows it."""
     kube = kube if kube is not None else FakeKube()
     runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
@@ -113,7 +116,7 @@ async def harness(
         kube=client, reporter=reporter, metrics=metrics, binder_id="binder-test",
         workers=workers, max_pending=max_pending, backoff_base=backoff_base,
         backoff_cap=backoff_cap, sleep=recording_sleep, rng=random.Random(7),
-        preempt_deadline=preempt_deadline, profiles=profiles,
+        preempt_deadline=preempt_deadline, profiles=profiles, pending=pending,
     )  # fmt: skip
     pool.start()
     server = await grpcsrv.serve(
