@@ -163,8 +163,10 @@ class Admission:
         cannot be read. Read from the API server's cache first (the fields
         checked never change); a pod the cache does not show is read again from etcd, as
         the cache may lag a little. A pod the pending pods' watch shows is not read."""
-        shown = self._pending and self._pending.get(pod.namespace, pod.name, pod.uid)
-        if shown:
+        shown = (
+            None if self._pending is None else self._pending.get(pod.namespace, pod.name, pod.uid)
+        )
+        if shown is not None:
             self._metrics.pods_shown.inc()
             return shown
         for cached in (True, False):

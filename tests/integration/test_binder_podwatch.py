@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
-from collections.abc import Callable
-from typing import TypeVar
+from typing import Any
 
 from kubernetes import client
 
@@ -18,17 +16,11 @@ from services.binder.kubeapi import KubeClient, load_endpoint
 from services.binder.pendingpods import PendingPods, PodWatch
 from splitsched.testing.kube import bind_pod, create_kwok_nodes, create_pods, delete_nodes
 from splitsched.testing.manifests import make_pod
+from tests.support.binder import eventually
 from tests.support.fixtures import ControlPlaneHandle
 
-T = TypeVar("T")
-
-
-async def until(predicate: Callable[[], T], *, within: float = 20.0) -> T:
-    end = time.monotonic() + within
-    while not (value := predicate()):
-        assert time.monotonic() < end, "not shown in time"
-        await asyncio.sleep(0.05)
-    return value
+#: Seconds the watch has to show a change.
+WITHIN = 20.0
 
 
 def test_the_watch_shows_its_profiles_pending_pods_until_bound_or_deleted(
@@ -50,20 +42,27 @@ def test_the_watch_shows_its_profiles_pending_pods_until_bound_or_deleted(
         pending = PendingPods()
         watch = PodWatch(kube, pending, [profile])
         task = asyncio.create_task(watch.run())
+
+        async def shown(name: str, uid: str = "") -> Any:
+            return await eventually(lambda: pending.get(namespace, name, uid), within=WITHIN)
+
+        async def left(name: str) -> None:
+            await eventually(lambda: pending.get(namespace, name, "") is None, within=WITHIN)
+
         try:
-            await until(lambda: pending.get(namespace, "early", uid("early")))  # listed first
+            await shown("early", uid("early"))  # shown first, from resourceVersion 0
             create_pods(kube_api, namespace=namespace, pods=[
                 make_pod("later", scheduler_name=profile),
                 make_pod("gone", scheduler_name=profile),
             ])  # fmt: skip
-            shown = await until(lambda: pending.get(namespace, "later", uid("later")))
-            assert shown is not None and shown["spec"]["schedulerName"] == profile
-            await until(lambda: pending.get(namespace, "gone", ""))
+            later = await shown("later", uid("later"))
+            assert later["spec"]["schedulerName"] == profile
+            await shown("gone")
             assert pending.get(namespace, "theirs", "") is None  # another profile's
             assert bind_pod(kube_api, namespace=namespace, pod="early", node=node) == 201
             core_api.delete_namespaced_pod("gone", namespace, grace_period_seconds=0)
-            await until(lambda: pending.get(namespace, "early", "") is None)
-            await until(lambda: pending.get(namespace, "gone", "") is None)
+            await left("early")
+            await left("gone")
             assert pending.get(namespace, "later", "") is not None
             assert watch.versions[profile] not in ("", "0")  # it resumes from here
         finally:

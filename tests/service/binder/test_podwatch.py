@@ -21,6 +21,7 @@ from services.binder.kubeapi import KubeClient, KubeEndpoint
 from services.binder.pendingpods import PendingPods, PodWatch
 from splitsched.v1 import scheduler_pb2
 from tests.support.binder import add_pod, bind_request, eventually, harness, run
+from tests.support.fakes.kube import serving_app
 
 Outcome = scheduler_pb2.BindingOutcome
 
@@ -101,14 +102,8 @@ async def watch_server(answers: list[Answer]) -> AsyncIterator[tuple[str, list[d
 
     app = web.Application()
     app.router.add_get("/api/v1/pods", watch)
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", queries
-    finally:
-        await runner.cleanup()
+    async with serving_app(app) as url:
+        yield url, queries
 
 
 async def watching(url: str, pending: PendingPods, profiles: tuple[str, ...]) -> Any:

@@ -304,7 +304,15 @@ class PreemptKube(FakeKube):
 @contextlib.asynccontextmanager
 async def serving(kube: FakeKube) -> AsyncIterator[str]:
     """``kube`` served on a free loopback port for the block: yields its base URL."""
-    runner = web.AppRunner(kube.app(), handle_signals=False, shutdown_timeout=1.0)
+    async with serving_app(kube.app()) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def serving_app(app: web.Application) -> AsyncIterator[str]:
+    """``app`` served on a free loopback port for the block (an answer still streaming is
+    given a second at the end): yields its base URL."""
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
