@@ -241,8 +241,8 @@ def delete_namespace(
         rbac.delete_collection_cluster_role,
     ):
         _ignore_404(functools.partial(deleter, label_selector=selector))
+    _delete_pods_in_pages(core, name, timeout=timeout)
     for ns_deleter in (
-        core.delete_collection_namespaced_pod,
         core.delete_collection_namespaced_service_account,
         core.delete_collection_namespaced_config_map,
         core.delete_collection_namespaced_secret,
@@ -271,6 +271,33 @@ def delete_namespace(
             return False
 
         wait_for(gone, timeout=timeout, message=f"namespace {name} to be deleted")
+
+
+#: Pods deleted per request when a namespace is emptied. One delete-collection of 20,000
+#: pods outlasts the API server's request timeout: it answers 5xx and leaves the rest.
+POD_DELETE_PAGE = 1000
+
+
+def _delete_pods_in_pages(core: client.CoreV1Api, namespace: str, *, timeout: float) -> None:
+    """Delete a namespace's pods a page at a time (the server honours ``limit`` on a
+    delete-collection), retrying a 5xx or 429, until none is left or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            resp = core.delete_collection_namespaced_pod(
+                namespace, grace_period_seconds=0, limit=POD_DELETE_PAGE, _preload_content=False
+            )
+            _ = resp.data  # drain the body (the deleted pods) so the connection is reused
+            resp.release_conn()
+            if not core.list_namespaced_pod(namespace, limit=1).items:
+                return
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            retryable = exc.status is not None and (exc.status >= 500 or exc.status == 429)
+            if not retryable or time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
 
 
 # -- preemption ----------------------------------------------------------------------------

@@ -21,13 +21,16 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from splitsched.testing import kube as kube_module
 from splitsched.testing.controlplane import ControlPlane, pid_alive, read_versions
 from splitsched.testing.controlplane.processes import ProcessFiles
 from splitsched.testing.kube import (
     api_client_from_kubeconfig,
     bind_pod,
     create_kwok_nodes,
+    create_namespace,
     create_pods,
+    delete_namespace,
     delete_nodes,
     get_pod,
     make_pod,
@@ -192,3 +195,19 @@ def test_sigterm_during_up_stops_what_it_started(tmp_path: Path) -> None:
     assert up.returncode != 0, "an interrupted `up` must not report success"
     assert len(started) == 2
     assert not left, err.decode()
+
+
+def test_delete_namespace_empties_it_a_page_at_a_time(
+    kube_api: client.ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench empties namespaces of 20,000 pods: one delete-collection of them all
+    outlasts the server's request timeout, so pods go a page at a time (here 2 of 5)."""
+    monkeypatch.setattr(kube_module, "POD_DELETE_PAGE", 2)
+    name = create_namespace(kube_api, prefix="paged-delete")
+    create_pods(kube_api, namespace=name, pods=[make_pod(f"p{i}") for i in range(5)])
+    delete_namespace(kube_api, name)
+    core = client.CoreV1Api(kube_api)
+    assert core.list_namespaced_pod(name).items == []
+    with pytest.raises(ApiException) as excinfo:
+        core.read_namespace(name)
+    assert excinfo.value.status == 404
