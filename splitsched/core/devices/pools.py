@@ -1,0 +1,149 @@
+"""The devices a node can use, gathered into pools as kube-scheduler's allocator gathers
+them (its "incubating" allocator, the one default feature gates select in v1.36).
+
+A pool is a driver's (driver, pool name) set of ResourceSlices. For one node:
+- a slice counts when its nodeName is the node, it has allNodes, its nodeSelector matches,
+  or (perDeviceNodeSelection) any of its devices can be used from the node; a slice that
+  says none of these is ignored;
+- of the slices that count, only the newest pool generation is kept;
+- the pool is complete when it has resourceSliceCount slices of that generation, counted
+  over every node (a pool may span nodes); a newer generation anywhere makes the pool
+  obsolete and it is dropped; a pool still short is incomplete (never searched for an
+  exact count, an error for an "All" request);
+- two devices of the same name make the pool invalid;
+- pools are taken by (driver, pool name), slices by name, devices in the slice's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from splitsched.core import models
+from splitsched.core.devices import model, nodes
+from splitsched.core.devices.selectors import CelDevice
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A device the allocator may pick, with where it can be used: `node_local` for a
+    device of one node, `node_selector` for a network-attached one (None: all nodes)."""
+
+    driver: str
+    pool: str
+    device: model.Device
+    cel: CelDevice = field(compare=False)
+    node_local: bool = False
+    node_selector: tuple[models.NodeSelectorTerm, ...] | None = None
+
+    @property
+    def device_id(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.device.name)
+
+    @property
+    def path(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    driver: str
+    name: str
+    candidates: tuple[Candidate, ...] = ()
+    incomplete: bool = False
+    invalid_reason: str = ""
+
+    @property
+    def path(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+class Inventory:
+    """Every ResourceSlice, with each device's compiled view kept until its slice changes
+    (so a selector's verdict on a device is computed once, not once per pod and node)."""
+
+    def __init__(self, slices: Iterable[model.ResourceSlice] = ()) -> None:
+        self._slices: dict[str, tuple[model.ResourceSlice, tuple[CelDevice, ...]]] = {}
+        for s in slices:
+            self.upsert(s)
+
+    def upsert(self, slice_: model.ResourceSlice) -> None:
+        kept = self._slices.get(slice_.name)
+        if kept is not None and kept[0] == slice_:
+            return
+        views = tuple(CelDevice(slice_.driver, d) for d in slice_.devices)
+        self._slices[slice_.name] = (slice_, views)
+
+    def remove(self, name: str) -> None:
+        self._slices.pop(name, None)
+
+    def __len__(self) -> int:
+        return len(self._slices)
+
+    def pools_for(self, node: models.Node) -> list[Pool]:
+        """The pools `node` can use devices from, in the allocator's order."""
+        by_pool: dict[tuple[str, str], list[tuple[model.ResourceSlice, tuple[CelDevice, ...]]]]
+        by_pool = {}
+        for s, views in self._slices.values():
+            if not s.invalid_reason and _slice_counts(s, node):
+                by_pool.setdefault((s.driver, s.pool), []).append((s, views))
+        pools = []
+        for key in sorted(by_pool):
+            pool = self._gather(key, by_pool[key], node)
+            if pool is not None:
+                pools.append(pool)
+        return pools
+
+    def _gather(
+        self,
+        key: tuple[str, str],
+        relevant: list[tuple[model.ResourceSlice, tuple[CelDevice, ...]]],
+        node: models.Node,
+    ) -> Pool | None:
+        driver, name = key
+        generation = max(s.generation for s, _ in relevant)
+        kept = sorted((p for p in relevant if p[0].generation == generation), key=_by_name)
+        expected = kept[0][0].slice_count
+        if len(kept) != expected:
+            everywhere = [s for s, _ in self._slices.values() if (s.driver, s.pool) == key]
+            if any(s.generation > generation for s in everywhere):
+                return None  # obsolete: a newer generation is being published
+            if sum(s.generation == generation for s in everywhere) != expected:
+                return Pool(driver, name, incomplete=True)
+        candidates: list[Candidate] = []
+        seen: set[str] = set()
+        for s, views in kept:
+            for device, view in zip(s.devices, views, strict=True):
+                if device.name in seen:
+                    return Pool(driver, name, invalid_reason=f"duplicate device name {device.name}")
+                seen.add(device.name)
+                candidate = _candidate(s, device, view, node)
+                if candidate is not None:
+                    candidates.append(candidate)
+        return Pool(driver, name, tuple(candidates))
+
+
+def _by_name(entry: tuple[model.ResourceSlice, tuple[CelDevice, ...]]) -> str:
+    return entry[0].name
+
+
+def _slice_counts(s: model.ResourceSlice, node: models.Node) -> bool:
+    if s.node_name or s.all_nodes or s.node_selector is not None:
+        return nodes.usable_on(node, s.node_name, s.all_nodes, s.node_selector)
+    if s.per_device_node_selection:
+        return any(
+            nodes.usable_on(node, d.node_name, d.all_nodes, d.node_selector) for d in s.devices
+        )
+    return False  # a slice saying nothing of where its devices are: a future field
+
+
+def _candidate(
+    s: model.ResourceSlice, device: model.Device, view: CelDevice, node: models.Node
+) -> Candidate | None:
+    if s.per_device_node_selection:
+        if not nodes.usable_on(node, device.node_name, device.all_nodes, device.node_selector):
+            return None
+        local, selector = bool(device.node_name), device.node_selector
+    else:
+        local, selector = bool(s.node_name), s.node_selector
+    return Candidate(s.driver, s.pool, device, view, node_local=local, node_selector=selector)
