@@ -10,7 +10,8 @@ A pool is a driver's (driver, pool name) set of ResourceSlices. For one node:
   over every node (a pool may span nodes); a newer generation anywhere makes the pool
   obsolete and it is dropped; a pool still short is incomplete (never searched for an
   exact count, an error for an "All" request);
-- two devices of the same name make the pool invalid;
+- two devices of the same name, or a slice the watcher could not read, make the pool
+  invalid;
 - pools are taken by (driver, pool name), slices by name, devices in the slice's order.
 """
 
@@ -85,7 +86,7 @@ class Inventory:
         by_pool: dict[tuple[str, str], list[tuple[model.ResourceSlice, tuple[CelDevice, ...]]]]
         by_pool = {}
         for s, views in self._slices.values():
-            if not s.invalid_reason and _slice_counts(s, node):
+            if _slice_counts(s, node):
                 by_pool.setdefault((s.driver, s.pool), []).append((s, views))
         pools = []
         for key in sorted(by_pool):
@@ -101,6 +102,11 @@ class Inventory:
         node: models.Node,
     ) -> Pool | None:
         driver, name = key
+        unread = next((s for s, _ in relevant if s.invalid_reason), None)
+        if unread is not None:  # a slice the watcher could not read: the pool is unknown
+            return Pool(
+                driver, name, invalid_reason=f"slice {unread.name}: {unread.invalid_reason}"
+            )
         generation = max(s.generation for s, _ in relevant)
         kept = sorted((p for p in relevant if p[0].generation == generation), key=_by_name)
         expected = kept[0][0].slice_count
