@@ -1439,3 +1439,509 @@ class PodDisruptionBudget(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PodDisruptionBudget: _TypeAlias = PodDisruptionBudget  # noqa: Y015
+
+@_typing.final
+class DeviceAttribute(_message.Message):
+    """---- Dynamic Resource Allocation (resource.k8s.io/v1) --------------------------------------
+    What scheduling reads of DeviceClasses, ResourceSlices and ResourceClaims. Attribute and
+    capacity names are fully qualified ("gpu.example.com/model"). Opaque device
+    configuration travels as JSON text, copied into allocations untouched.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INT_FIELD_NUMBER: _builtins.int
+    BOOL_FIELD_NUMBER: _builtins.int
+    STRING_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    int: _builtins.int
+    bool: _builtins.bool
+    string: _builtins.str
+    version: _builtins.str
+    """a semantic version, "1.2.3-rc.1" """
+    def __init__(
+        self,
+        *,
+        int: _builtins.int = ...,
+        bool: _builtins.bool = ...,
+        string: _builtins.str = ...,
+        version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "int", b"int", "string", b"string", "value", b"value", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bool", b"bool", "int", b"int", "string", b"string", "value", b"value", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_value: _TypeAlias = _typing.Literal["int", "bool", "string", "version"]  # noqa: Y015
+    _WhichOneofArgType_value: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_value) -> _WhichOneofReturnType_value | None: ...
+
+Global___DeviceAttribute: _TypeAlias = DeviceAttribute  # noqa: Y015
+
+@_typing.final
+class Device(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class AttributesEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        @_builtins.property
+        def value(self) -> Global___DeviceAttribute: ...
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: Global___DeviceAttribute | None = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _typing.Literal["value", b"value"]  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    @_typing.final
+    class CapacityEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ATTRIBUTES_FIELD_NUMBER: _builtins.int
+    CAPACITY_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    HAS_NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    ALL_NODES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    node_name: _builtins.str
+    """Where the device can be used, in a slice with per_device_node_selection only."""
+    has_node_selector: _builtins.bool
+    all_nodes: _builtins.bool
+    @_builtins.property
+    def attributes(self) -> _containers.MessageMap[_builtins.str, Global___DeviceAttribute]: ...
+    @_builtins.property
+    def capacity(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """Capacity as an exact fraction "numerator/denominator" of the quantity's base unit."""
+
+    @_builtins.property
+    def node_selector(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        attributes: _abc.Mapping[_builtins.str, Global___DeviceAttribute] | None = ...,
+        capacity: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        node_name: _builtins.str = ...,
+        has_node_selector: _builtins.bool = ...,
+        node_selector: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+        all_nodes: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "attributes", b"attributes", "capacity", b"capacity", "has_node_selector", b"has_node_selector", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Device: _TypeAlias = Device  # noqa: Y015
+
+@_typing.final
+class ResourceSlice(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    GENERATION_FIELD_NUMBER: _builtins.int
+    SLICE_COUNT_FIELD_NUMBER: _builtins.int
+    NODE_NAME_FIELD_NUMBER: _builtins.int
+    HAS_NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    ALL_NODES_FIELD_NUMBER: _builtins.int
+    PER_DEVICE_NODE_SELECTION_FIELD_NUMBER: _builtins.int
+    DEVICES_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    INVALID_REASON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    driver: _builtins.str
+    pool: _builtins.str
+    generation: _builtins.int
+    """spec.pool.generation"""
+    slice_count: _builtins.int
+    """spec.pool.resourceSliceCount"""
+    node_name: _builtins.str
+    has_node_selector: _builtins.bool
+    all_nodes: _builtins.bool
+    per_device_node_selection: _builtins.bool
+    resource_version: _builtins.str
+    invalid_reason: _builtins.str
+    """Set when the watcher could not convert it: its pool is then not used."""
+    @_builtins.property
+    def node_selector(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    @_builtins.property
+    def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        driver: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        generation: _builtins.int = ...,
+        slice_count: _builtins.int = ...,
+        node_name: _builtins.str = ...,
+        has_node_selector: _builtins.bool = ...,
+        node_selector: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+        all_nodes: _builtins.bool = ...,
+        per_device_node_selection: _builtins.bool = ...,
+        devices: _abc.Iterable[Global___Device] | None = ...,
+        resource_version: _builtins.str = ...,
+        invalid_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "devices", b"devices", "driver", b"driver", "generation", b"generation", "has_node_selector", b"has_node_selector", "invalid_reason", b"invalid_reason", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector", "per_device_node_selection", b"per_device_node_selection", "pool", b"pool", "resource_version", b"resource_version", "slice_count", b"slice_count"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceSlice: _TypeAlias = ResourceSlice  # noqa: Y015
+
+@_typing.final
+class DeviceClass(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    resource_version: _builtins.str
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """CEL expressions"""
+
+    @_builtins.property
+    def config(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """DeviceConfiguration JSON"""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        selectors: _abc.Iterable[_builtins.str] | None = ...,
+        config: _abc.Iterable[_builtins.str] | None = ...,
+        resource_version: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "name", b"name", "resource_version", b"resource_version", "selectors", b"selectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceClass: _TypeAlias = DeviceClass  # noqa: Y015
+
+@_typing.final
+class DeviceRequestSpec(_message.Message):
+    """An `exactly` request or one `firstAvailable` subrequest; name "req" or "req/sub"."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    SELECTORS_FIELD_NUMBER: _builtins.int
+    MODE_FIELD_NUMBER: _builtins.int
+    COUNT_FIELD_NUMBER: _builtins.int
+    ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    device_class: _builtins.str
+    mode: _builtins.str
+    """ExactCount | All"""
+    count: _builtins.int
+    admin_access: _builtins.bool
+    @_builtins.property
+    def selectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        device_class: _builtins.str = ...,
+        selectors: _abc.Iterable[_builtins.str] | None = ...,
+        mode: _builtins.str = ...,
+        count: _builtins.int = ...,
+        admin_access: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_access", b"admin_access", "count", b"count", "device_class", b"device_class", "mode", b"mode", "name", b"name", "selectors", b"selectors"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceRequestSpec: _TypeAlias = DeviceRequestSpec  # noqa: Y015
+
+@_typing.final
+class DeviceRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    EXACTLY_FIELD_NUMBER: _builtins.int
+    FIRST_AVAILABLE_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def exactly(self) -> Global___DeviceRequestSpec:
+        """unset: first_available"""
+
+    @_builtins.property
+    def first_available(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceRequestSpec]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        exactly: Global___DeviceRequestSpec | None = ...,
+        first_available: _abc.Iterable[Global___DeviceRequestSpec] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["exactly", b"exactly"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["exactly", b"exactly", "first_available", b"first_available", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceRequest: _TypeAlias = DeviceRequest  # noqa: Y015
+
+@_typing.final
+class MatchAttribute(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ATTRIBUTE_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    attribute: _builtins.str
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """empty: every request"""
+
+    def __init__(
+        self,
+        *,
+        attribute: _builtins.str = ...,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MatchAttribute: _TypeAlias = MatchAttribute  # noqa: Y015
+
+@_typing.final
+class ClaimConfig(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_FIELD_NUMBER: _builtins.int
+    configuration: _builtins.str
+    """DeviceConfiguration JSON"""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+        configuration: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration", b"configuration", "requests", b"requests"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimConfig: _TypeAlias = ClaimConfig  # noqa: Y015
+
+@_typing.final
+class DeviceResult(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REQUEST_FIELD_NUMBER: _builtins.int
+    DRIVER_FIELD_NUMBER: _builtins.int
+    POOL_FIELD_NUMBER: _builtins.int
+    DEVICE_FIELD_NUMBER: _builtins.int
+    ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
+    request: _builtins.str
+    driver: _builtins.str
+    pool: _builtins.str
+    device: _builtins.str
+    admin_access: _builtins.bool
+    def __init__(
+        self,
+        *,
+        request: _builtins.str = ...,
+        driver: _builtins.str = ...,
+        pool: _builtins.str = ...,
+        device: _builtins.str = ...,
+        admin_access: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_access", b"admin_access", "device", b"device", "driver", b"driver", "pool", b"pool", "request", b"request"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceResult: _TypeAlias = DeviceResult  # noqa: Y015
+
+@_typing.final
+class AllocatedConfig(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CONFIGURATION_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """FromClass | FromClaim"""
+    configuration: _builtins.str
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        requests: _abc.Iterable[_builtins.str] | None = ...,
+        configuration: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["configuration", b"configuration", "requests", b"requests", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AllocatedConfig: _TypeAlias = AllocatedConfig  # noqa: Y015
+
+@_typing.final
+class DeviceAllocation(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_FIELD_NUMBER: _builtins.int
+    HAS_NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    NODE_SELECTOR_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    has_node_selector: _builtins.bool
+    """false: usable from every node"""
+    @_builtins.property
+    def results(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceResult]: ...
+    @_builtins.property
+    def node_selector(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    @_builtins.property
+    def config(self) -> _containers.RepeatedCompositeFieldContainer[Global___AllocatedConfig]: ...
+    def __init__(
+        self,
+        *,
+        results: _abc.Iterable[Global___DeviceResult] | None = ...,
+        has_node_selector: _builtins.bool = ...,
+        node_selector: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
+        config: _abc.Iterable[Global___AllocatedConfig] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "has_node_selector", b"has_node_selector", "node_selector", b"node_selector", "results", b"results"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceAllocation: _TypeAlias = DeviceAllocation  # noqa: Y015
+
+@_typing.final
+class ConsumerRef(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESOURCE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    API_GROUP_FIELD_NUMBER: _builtins.int
+    resource: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    api_group: _builtins.str
+    def __init__(
+        self,
+        *,
+        resource: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        api_group: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_group", b"api_group", "name", b"name", "resource", b"resource", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ConsumerRef: _TypeAlias = ConsumerRef  # noqa: Y015
+
+@_typing.final
+class ResourceClaim(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAMESPACE_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    UID_FIELD_NUMBER: _builtins.int
+    RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
+    REQUESTS_FIELD_NUMBER: _builtins.int
+    CONSTRAINTS_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    ALLOCATION_FIELD_NUMBER: _builtins.int
+    RESERVED_FOR_FIELD_NUMBER: _builtins.int
+    DELETING_FIELD_NUMBER: _builtins.int
+    INVALID_REASON_FIELD_NUMBER: _builtins.int
+    namespace: _builtins.str
+    name: _builtins.str
+    uid: _builtins.str
+    resource_version: _builtins.str
+    deleting: _builtins.bool
+    invalid_reason: _builtins.str
+    """pods using it wait with this reason"""
+    @_builtins.property
+    def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceRequest]: ...
+    @_builtins.property
+    def constraints(self) -> _containers.RepeatedCompositeFieldContainer[Global___MatchAttribute]: ...
+    @_builtins.property
+    def config(self) -> _containers.RepeatedCompositeFieldContainer[Global___ClaimConfig]: ...
+    @_builtins.property
+    def allocation(self) -> Global___DeviceAllocation:
+        """unset: not allocated"""
+
+    @_builtins.property
+    def reserved_for(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumerRef]: ...
+    def __init__(
+        self,
+        *,
+        namespace: _builtins.str = ...,
+        name: _builtins.str = ...,
+        uid: _builtins.str = ...,
+        resource_version: _builtins.str = ...,
+        requests: _abc.Iterable[Global___DeviceRequest] | None = ...,
+        constraints: _abc.Iterable[Global___MatchAttribute] | None = ...,
+        config: _abc.Iterable[Global___ClaimConfig] | None = ...,
+        allocation: Global___DeviceAllocation | None = ...,
+        reserved_for: _abc.Iterable[Global___ConsumerRef] | None = ...,
+        deleting: _builtins.bool = ...,
+        invalid_reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "config", b"config", "constraints", b"constraints", "deleting", b"deleting", "invalid_reason", b"invalid_reason", "name", b"name", "namespace", b"namespace", "requests", b"requests", "reserved_for", b"reserved_for", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ResourceClaim: _TypeAlias = ResourceClaim  # noqa: Y015

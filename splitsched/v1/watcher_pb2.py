@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from splitsched.v1 import types_pb2 as splitsched_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsplitsched/v1/watcher.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"`\n\x1aStreamClusterEventsRequest\x12\x15\n\rfrom_sequence\x18\x01 \x01(\x04\x12\x12\n\nsubscriber\x18\x02 \x01(\t\x12\x17\n\x0fscheduler_names\x18\x03 \x03(\t\"\x82\x06\n\x0c\x43lusterEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12.\n\x04type\x18\x02 \x01(\x0e\x32 .splitsched.v1.ClusterEvent.Type\x12#\n\x04node\x18\x03 \x01(\x0b\x32\x13.splitsched.v1.NodeH\x00\x12!\n\x03pod\x18\x04 \x01(\x0b\x32\x12.splitsched.v1.PodH\x00\x12\x31\n\x03pdb\x18\x05 \x01(\x0b\x32\".splitsched.v1.PodDisruptionBudgetH\x00\x12-\n\tnamespace\x18\t \x01(\x0b\x32\x18.splitsched.v1.NamespaceH\x00\x12\x33\n\x03pvc\x18\n \x01(\x0b\x32$.splitsched.v1.PersistentVolumeClaimH\x00\x12-\n\x02pv\x18\x0b \x01(\x0b\x32\x1f.splitsched.v1.PersistentVolumeH\x00\x12\x34\n\rstorage_class\x18\x0c \x01(\x0b\x32\x1b.splitsched.v1.StorageClassH\x00\x12*\n\x08\x63si_node\x18\r \x01(\x0b\x32\x16.splitsched.v1.CSINodeH\x00\x12\x18\n\x10resource_version\x18\x06 \x01(\t\x12/\n\x0bobserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x44\n\rtrace_context\x18\x08 \x03(\x0b\x32-.splitsched.v1.ClusterEvent.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSNAPSHOT_BEGIN\x10\x01\x12\x0c\n\x08SNAPSHOT\x10\x02\x12\n\n\x06SYNCED\x10\x03\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x04\x12\x0c\n\x08MODIFIED\x10\x05\x12\x0b\n\x07\x44\x45LETED\x10\x06\x42\x08\n\x06object\"@\n\x11\x43lusterEventBatch\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.splitsched.v1.ClusterEvent2o\n\x07Watcher\x12\x64\n\x13StreamClusterEvents\x12).splitsched.v1.StreamClusterEventsRequest\x1a .splitsched.v1.ClusterEventBatch0\x01\x42\x44ZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bsplitsched/v1/watcher.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"`\n\x1aStreamClusterEventsRequest\x12\x15\n\rfrom_sequence\x18\x01 \x01(\x04\x12\x12\n\nsubscriber\x18\x02 \x01(\t\x12\x17\n\x0fscheduler_names\x18\x03 \x03(\t\"\xa6\x07\n\x0c\x43lusterEvent\x12\x10\n\x08sequence\x18\x01 \x01(\x04\x12.\n\x04type\x18\x02 \x01(\x0e\x32 .splitsched.v1.ClusterEvent.Type\x12#\n\x04node\x18\x03 \x01(\x0b\x32\x13.splitsched.v1.NodeH\x00\x12!\n\x03pod\x18\x04 \x01(\x0b\x32\x12.splitsched.v1.PodH\x00\x12\x31\n\x03pdb\x18\x05 \x01(\x0b\x32\".splitsched.v1.PodDisruptionBudgetH\x00\x12-\n\tnamespace\x18\t \x01(\x0b\x32\x18.splitsched.v1.NamespaceH\x00\x12\x33\n\x03pvc\x18\n \x01(\x0b\x32$.splitsched.v1.PersistentVolumeClaimH\x00\x12-\n\x02pv\x18\x0b \x01(\x0b\x32\x1f.splitsched.v1.PersistentVolumeH\x00\x12\x34\n\rstorage_class\x18\x0c \x01(\x0b\x32\x1b.splitsched.v1.StorageClassH\x00\x12*\n\x08\x63si_node\x18\r \x01(\x0b\x32\x16.splitsched.v1.CSINodeH\x00\x12\x32\n\x0c\x64\x65vice_class\x18\x0e \x01(\x0b\x32\x1a.splitsched.v1.DeviceClassH\x00\x12\x36\n\x0eresource_slice\x18\x0f \x01(\x0b\x32\x1c.splitsched.v1.ResourceSliceH\x00\x12\x36\n\x0eresource_claim\x18\x10 \x01(\x0b\x32\x1c.splitsched.v1.ResourceClaimH\x00\x12\x18\n\x10resource_version\x18\x06 \x01(\t\x12/\n\x0bobserved_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x44\n\rtrace_context\x18\x08 \x03(\x0b\x32-.splitsched.v1.ClusterEvent.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"p\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSNAPSHOT_BEGIN\x10\x01\x12\x0c\n\x08SNAPSHOT\x10\x02\x12\n\n\x06SYNCED\x10\x03\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x04\x12\x0c\n\x08MODIFIED\x10\x05\x12\x0b\n\x07\x44\x45LETED\x10\x06\x42\x08\n\x06object\"@\n\x11\x43lusterEventBatch\x12+\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x1b.splitsched.v1.ClusterEvent2o\n\x07Watcher\x12\x64\n\x13StreamClusterEvents\x12).splitsched.v1.StreamClusterEventsRequest\x1a .splitsched.v1.ClusterEventBatch0\x01\x42\x44ZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,13 +39,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STREAMCLUSTEREVENTSREQUEST']._serialized_start=106
   _globals['_STREAMCLUSTEREVENTSREQUEST']._serialized_end=202
   _globals['_CLUSTEREVENT']._serialized_start=205
-  _globals['_CLUSTEREVENT']._serialized_end=975
-  _globals['_CLUSTEREVENT_TRACECONTEXTENTRY']._serialized_start=800
-  _globals['_CLUSTEREVENT_TRACECONTEXTENTRY']._serialized_end=851
-  _globals['_CLUSTEREVENT_TYPE']._serialized_start=853
-  _globals['_CLUSTEREVENT_TYPE']._serialized_end=965
-  _globals['_CLUSTEREVENTBATCH']._serialized_start=977
-  _globals['_CLUSTEREVENTBATCH']._serialized_end=1041
-  _globals['_WATCHER']._serialized_start=1043
-  _globals['_WATCHER']._serialized_end=1154
+  _globals['_CLUSTEREVENT']._serialized_end=1139
+  _globals['_CLUSTEREVENT_TRACECONTEXTENTRY']._serialized_start=964
+  _globals['_CLUSTEREVENT_TRACECONTEXTENTRY']._serialized_end=1015
+  _globals['_CLUSTEREVENT_TYPE']._serialized_start=1017
+  _globals['_CLUSTEREVENT_TYPE']._serialized_end=1129
+  _globals['_CLUSTEREVENTBATCH']._serialized_start=1141
+  _globals['_CLUSTEREVENTBATCH']._serialized_end=1205
+  _globals['_WATCHER']._serialized_start=1207
+  _globals['_WATCHER']._serialized_end=1318
 # @@protoc_insertion_point(module_scope)

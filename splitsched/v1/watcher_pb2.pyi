@@ -120,6 +120,9 @@ class ClusterEvent(_message.Message):
     PV_FIELD_NUMBER: _builtins.int
     STORAGE_CLASS_FIELD_NUMBER: _builtins.int
     CSI_NODE_FIELD_NUMBER: _builtins.int
+    DEVICE_CLASS_FIELD_NUMBER: _builtins.int
+    RESOURCE_SLICE_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIM_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     OBSERVED_AT_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
@@ -143,6 +146,12 @@ class ClusterEvent(_message.Message):
     @_builtins.property
     def csi_node(self) -> _types_pb2.CSINode: ...
     @_builtins.property
+    def device_class(self) -> _types_pb2.DeviceClass: ...
+    @_builtins.property
+    def resource_slice(self) -> _types_pb2.ResourceSlice: ...
+    @_builtins.property
+    def resource_claim(self) -> _types_pb2.ResourceClaim: ...
+    @_builtins.property
     def observed_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
@@ -163,15 +172,18 @@ class ClusterEvent(_message.Message):
         pv: _types_pb2.PersistentVolume | None = ...,
         storage_class: _types_pb2.StorageClass | None = ...,
         csi_node: _types_pb2.CSINode | None = ...,
+        device_class: _types_pb2.DeviceClass | None = ...,
+        resource_slice: _types_pb2.ResourceSlice | None = ...,
+        resource_claim: _types_pb2.ResourceClaim | None = ...,
         resource_version: _builtins.str = ...,
         observed_at: _timestamp_pb2.Timestamp | None = ...,
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "storage_class", b"storage_class"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "device_class", b"device_class", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "resource_claim", b"resource_claim", "resource_slice", b"resource_slice", "storage_class", b"storage_class"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "resource_version", b"resource_version", "sequence", b"sequence", "storage_class", b"storage_class", "trace_context", b"trace_context", "type", b"type"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["csi_node", b"csi_node", "device_class", b"device_class", "namespace", b"namespace", "node", b"node", "object", b"object", "observed_at", b"observed_at", "pdb", b"pdb", "pod", b"pod", "pv", b"pv", "pvc", b"pvc", "resource_claim", b"resource_claim", "resource_slice", b"resource_slice", "resource_version", b"resource_version", "sequence", b"sequence", "storage_class", b"storage_class", "trace_context", b"trace_context", "type", b"type"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["node", "pod", "pdb", "namespace", "pvc", "pv", "storage_class", "csi_node"]  # noqa: Y015
+    _WhichOneofReturnType_object: _TypeAlias = _typing.Literal["node", "pod", "pdb", "namespace", "pvc", "pv", "storage_class", "csi_node", "device_class", "resource_slice", "resource_claim"]  # noqa: Y015
     _WhichOneofArgType_object: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_object) -> _WhichOneofReturnType_object | None: ...
 
