@@ -1,7 +1,8 @@
 """API JSON -> hub entries: each Node, Pod, PodDisruptionBudget, Namespace,
-PersistentVolumeClaim, PersistentVolume, StorageClass and CSINode the list/watch reads is
-converted once (`splitsched.core.convert` -> `splitsched.wire` or `splitsched.wire_storage`
--> a serialised event body) and handed to the `ClusterHub` as a `ring.Entry`.
+PersistentVolumeClaim, PersistentVolume, StorageClass, CSINode, DeviceClass, ResourceSlice
+and ResourceClaim the list/watch reads is converted once (`splitsched.core.convert` ->
+`splitsched.wire`, `wire_storage` or `wire_devices` -> a serialised event body) and handed
+to the `ClusterHub` as a `ring.Entry`.
 
 Called by the `Reflector` (`services.watcher.listwatch`). Pure but for logging and the
 `watch_event` span that starts a pending pod's trace. Applies the watcher-level
@@ -26,8 +27,8 @@ from typing import Any
 import orjson
 
 from services.watcher import ring
-from splitsched import wire, wire_storage
-from splitsched.core import models, storage
+from splitsched import wire, wire_devices, wire_storage
+from splitsched.core import models
 from splitsched.core.convert import (
     GROUP_ANNOTATION,
     MIN_MEMBER_ANNOTATION,
@@ -36,6 +37,7 @@ from splitsched.core.convert import (
     node_from_k8s,
     pod_from_k8s,
 )
+from splitsched.core.convert import devices as devices_convert
 from splitsched.core.convert import storage as storage_convert
 from splitsched.runtime import tracing
 from splitsched.v1 import types_pb2
@@ -193,18 +195,41 @@ class Converter:
         msg = wire_storage.csi_node_to_proto(node)
         return _storage_entry(ring.CSI_NODE, node.name, obj, msg, now)
 
+    # ---- devices: classes, slices, claims (Dynamic Resource Allocation) ------------------
+    def device_class(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        try:
+            cls = devices_convert.class_from_k8s(obj)
+        except ConversionError as e:
+            log.error("skipping DeviceClass that cannot be read: %s", e)
+            return None
+        msg = wire_devices.class_to_proto(cls)
+        return _storage_entry(ring.DEVICE_CLASS, cls.name, obj, msg, now)
 
-def _warn_invalid(kind: str, key: str, obj: storage.StorageObject) -> None:
+    def resource_slice(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        slice_ = devices_convert.slice_from_k8s(obj)
+        _warn_invalid("ResourceSlice", slice_.name, slice_)
+        msg = wire_devices.slice_to_proto(slice_)
+        return _storage_entry(ring.RESOURCE_SLICE, slice_.name, obj, msg, now)
+
+    def resource_claim(self, obj: dict[str, Any], now: float) -> ring.Entry | None:
+        claim = devices_convert.claim_from_k8s(obj)
+        key = f"{claim.namespace}/{claim.name}"
+        _warn_invalid("ResourceClaim", key, claim)
+        msg = wire_devices.claim_to_proto(claim)
+        return _storage_entry(ring.RESOURCE_CLAIM, key, obj, msg, now)
+
+
+def _warn_invalid(kind: str, key: str, obj: object) -> None:
     reason = getattr(obj, "invalid_reason", "")
     if reason:
         log.warning("%s %s is malformed: %s", kind, key, reason)
 
 
 def _storage_entry(
-    kind: str, key: str, obj: dict[str, Any], msg: ring.StorageMsg, now: float
+    kind: str, key: str, obj: dict[str, Any], msg: ring.StorageMsg | ring.DeviceMsg, now: float
 ) -> ring.Entry:
-    """A storage object's entry; its fingerprint lets an update that changes nothing
-    streamed (a status condition, another annotation) be absorbed."""
+    """A storage or device object's entry; its fingerprint lets an update that changes
+    nothing streamed (a status condition, another annotation) be absorbed."""
     meta = obj.get("metadata")
     uid = meta.get("uid") if isinstance(meta, dict) else None
     return ring.Entry(

@@ -54,6 +54,10 @@ class Resource:
     path: str
     params: tuple[tuple[str, str], ...] = ()
     namespaced: bool = True  # objects are keyed "namespace/name", else "name"
+    #: Served by the API server only from some version on: a 404 to its LIST means "not
+    #: served here", which counts as synced with no objects, and the LIST is tried again
+    #: every `NOT_SERVED_RETRY` seconds (the API may be turned on later).
+    optional: bool = False
 
 
 NODES = Resource("nodes", ring.NODE, "/api/v1/nodes", namespaced=False)
@@ -73,6 +77,21 @@ STORAGE = (
              namespaced=False),
     Resource("csinodes", ring.CSI_NODE, "/apis/storage.k8s.io/v1/csinodes", namespaced=False),
 )  # fmt: skip
+#: What Dynamic Resource Allocation reads: resource.k8s.io/v1, served from Kubernetes 1.34.
+DEVICES = (
+    Resource("deviceclasses", ring.DEVICE_CLASS, "/apis/resource.k8s.io/v1/deviceclasses",
+             namespaced=False, optional=True),
+    Resource("resourceslices", ring.RESOURCE_SLICE, "/apis/resource.k8s.io/v1/resourceslices",
+             namespaced=False, optional=True),
+    Resource("resourceclaims", ring.RESOURCE_CLAIM, "/apis/resource.k8s.io/v1/resourceclaims",
+             optional=True),
+)  # fmt: skip
+#: Seconds between LISTs of an optional resource the API server does not serve.
+NOT_SERVED_RETRY = 60.0
+
+
+class NotServed(Exception):
+    """404 to the LIST of an optional resource: this API server does not serve it."""
 
 
 class Reflector:
@@ -115,6 +134,9 @@ class Reflector:
             ring.PV: converter.pv,
             ring.STORAGE_CLASS: converter.storage_class,
             ring.CSI_NODE: converter.csi_node,
+            ring.DEVICE_CLASS: converter.device_class,
+            ring.RESOURCE_SLICE: converter.resource_slice,
+            ring.RESOURCE_CLAIM: converter.resource_claim,
         }[resource.kind]
 
     @contextlib.asynccontextmanager
@@ -152,12 +174,27 @@ class Reflector:
                 reason = await self.watch_loop()
             except asyncio.CancelledError:
                 raise
+            except NotServed:
+                reason = await self._not_served()
             except Exception as e:
                 reason = "error"
                 log.warning("%s: list failed (%s); retrying in %.1fs", self.resource.name, e,
                             backoff)  # fmt: skip
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.backoff_max)
+
+    async def _not_served(self) -> str:
+        """An optional resource this API server does not serve: synced, empty, and asked
+        for again later."""
+        if not self.synced:
+            log.warning("%s: not served by this API server (%s); listing again every %.0fs",
+                        self.resource.name, self.resource.path, NOT_SERVED_RETRY)  # fmt: skip
+            self.hub.replace(self.resource.kind, [])
+            self.synced = True
+            if self.on_synced:
+                self.on_synced()
+        await asyncio.sleep(NOT_SERVED_RETRY)
+        return "not-served"
 
     async def relist(self) -> None:
         """A paginated LIST, then the hub diffs it against its view."""
@@ -175,6 +212,8 @@ class Reflector:
                     log.info("%s: continue token expired; listing again", self.resource.name)
                     items, cont = [], ""
                     continue
+                if r.status == 404 and self.resource.optional:
+                    raise NotServed()
                 if r.status != 200:
                     raise ApiError(r.status, body.decode(errors="replace"))
             doc = orjson.loads(body)

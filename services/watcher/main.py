@@ -29,8 +29,11 @@ log = logging.getLogger("services.watcher")
 #: The resources whose initial LIST makes the watcher ready: kube-scheduler waits for its
 #: namespace informer too, so no namespaceSelector is judged against a partial view, and a
 #: scheduler must not decide before it knows the claims, volumes and CSINode limits a
-#: pod's volumes depend on.
-REQUIRED = frozenset({"nodes", "pods", "namespaces", *(r.name for r in listwatch.STORAGE)})
+#: pod's volumes depend on, nor the devices and claims its resource claims depend on (an
+#: API server that does not serve resource.k8s.io counts as listed, with none).
+REQUIRED = frozenset(
+    {"nodes", "pods", "namespaces", *(r.name for r in (*listwatch.STORAGE, *listwatch.DEVICES))}
+)
 
 
 class Watcher:
@@ -58,7 +61,10 @@ class Watcher:
         return self._endpoint
 
     def resources(self) -> list[listwatch.Resource]:
-        resources = [listwatch.NODES, listwatch.PODS, listwatch.NAMESPACES, *listwatch.STORAGE]
+        resources = [
+            listwatch.NODES, listwatch.PODS, listwatch.NAMESPACES, *listwatch.STORAGE,
+            *listwatch.DEVICES,
+        ]  # fmt: skip
         if self.settings.pdbs:
             resources.append(listwatch.PDBS)
         return resources

@@ -35,7 +35,7 @@ class Metrics:
         )
         self.relists = Counter(
             "splitsched_watcher_relists",
-            "LISTs of a resource, by reason (initial, gone, error)",
+            "LISTs of a resource, by reason (initial, gone, error, not-served)",
             ["resource", "reason"],
             registry=registry,
         )

@@ -48,6 +48,9 @@ PVC = "pvc"
 PV = "pv"
 STORAGE_CLASS = "storage_class"
 CSI_NODE = "csi_node"
+DEVICE_CLASS = "device_class"
+RESOURCE_SLICE = "resource_slice"
+RESOURCE_CLAIM = "resource_claim"
 
 StorageMsg = (
     types_pb2.PersistentVolumeClaim
@@ -55,12 +58,14 @@ StorageMsg = (
     | types_pb2.StorageClass
     | types_pb2.CSINode
 )
+DeviceMsg = types_pb2.DeviceClass | types_pb2.ResourceSlice | types_pb2.ResourceClaim
 ObjectMsg = (
     types_pb2.Node
     | types_pb2.Pod
     | types_pb2.PodDisruptionBudget
     | types_pb2.Namespace
     | StorageMsg
+    | DeviceMsg
 )
 
 
@@ -92,6 +97,9 @@ _OBJECT_TAGS = {
     types_pb2.PersistentVolume: b"\x5a",  # 11
     types_pb2.StorageClass: b"\x62",  # 12
     types_pb2.CSINode: b"\x6a",  # 13
+    types_pb2.DeviceClass: b"\x72",  # 14
+    types_pb2.ResourceSlice: b"\x7a",  # 15
+    types_pb2.ResourceClaim: b"\x82\x01",  # 16: the tag's varint takes two bytes
 }
 
 
@@ -102,7 +110,7 @@ def _length_delimited(tag: bytes, data: bytes) -> bytes:
 def encode_body(
     obj: ObjectMsg, *, observed_at: float, trace_context: Mapping[str, str] | None = None
 ) -> bytes:
-    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5/9-13 (the
+    """The type-independent part of a ClusterEvent carrying `obj`: fields 3/4/5/9-16 (the
     object), 6 (resource_version), 7 (observed_at) and 8 (trace_context, the watcher span
     that observed a pending pod), encoded by hand so the object is serialised once and
     never copied into an event message."""

@@ -134,6 +134,13 @@ class ClusterEvent(enum.Enum):
     STORAGE_CLASS_UPDATE = "StorageClassUpdate"
     CSI_NODE_ADD = "CSINodeAdd"
     CSI_NODE_UPDATE = "CSINodeUpdate"
+    # Devices (Dynamic Resource Allocation).
+    DEVICE_CLASS_ADD = "DeviceClassAdd"
+    DEVICE_CLASS_UPDATE = "DeviceClassUpdate"
+    RESOURCE_SLICE_ADD = "ResourceSliceAdd"
+    RESOURCE_SLICE_UPDATE = "ResourceSliceUpdate"
+    RESOURCE_CLAIM_ADD = "ResourceClaimAdd"
+    RESOURCE_CLAIM_UPDATE = "ResourceClaimUpdate"
 
 
 ALL_EVENTS = frozenset(ClusterEvent)

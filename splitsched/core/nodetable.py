@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from splitsched.core import models
+from splitsched.core.devices.view import DeviceView
 from splitsched.core.podindex import (
     AffinityTermKey,
     LabelPair,
@@ -65,7 +66,13 @@ class PodVectors:
 class NodeTable:
     """Dense arrays over all nodes. Mutated only by the cache; read by plugins."""
 
-    def __init__(self, *, initial_capacity: int = 64, storage: StorageView | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        initial_capacity: int = 64,
+        storage: StorageView | None = None,
+        devices: DeviceView | None = None,
+    ) -> None:
         self.resource_names: list[str] = list(_FIXED_RESOURCES)
         self.resource_col: dict[str, int] = {n: i for i, n in enumerate(self.resource_names)}
         cap = max(initial_capacity, 1)
@@ -95,6 +102,8 @@ class NodeTable:
         # ... and storage (claims, volumes, classes, CSINodes), with the pods using volumes
         # (a view handed in must hold no pods: `StorageView.rewatch`).
         self.storage = storage if storage is not None else StorageView()
+        # ... and devices (Dynamic Resource Allocation's classes, slices and claims)
+        self.devices = devices if devices is not None else DeviceView()
         self._vectors_memo: dict[str, tuple[object, object, object, object, int, PodVectors]] = {}
         self._specs = SpecMemo()
         self._pod_index = PodIndex()  # kept in step by add_pod/remove_pod/remove_node

@@ -32,6 +32,11 @@ WATCHER_RULES: tuple[Mapping[str, Any], ...] = (
         "resources": ["storageclasses", "csinodes"],
         "verbs": ["get", "list", "watch"],
     },
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["deviceclasses", "resourceslices", "resourceclaims"],
+        "verbs": ["get", "list", "watch"],
+    },
 )
 BINDER_RULES: tuple[Mapping[str, Any], ...] = (
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},

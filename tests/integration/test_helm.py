@@ -758,7 +758,9 @@ def test_chart_service_accounts_have_least_privilege(
     for verb in ("get", "list", "watch"):
         for resource in ("pods", "nodes", "namespaces", "policy:poddisruptionbudgets",
                          "persistentvolumeclaims", "persistentvolumes",
-                         "storage.k8s.io:storageclasses", "storage.k8s.io:csinodes"):  # fmt: skip
+                         "storage.k8s.io:storageclasses", "storage.k8s.io:csinodes",
+                         "resource.k8s.io:deviceclasses", "resource.k8s.io:resourceslices",
+                         "resource.k8s.io:resourceclaims"):  # fmt: skip
             assert can(watcher, verb, resource), f"watcher cannot {verb} {resource}"
     for verb, resource in [
         ("create", "pods/binding"),

@@ -36,14 +36,15 @@ shows it cleared (the pods it kept out are requeued then).
 
 The parts, each a layer of `SchedulerState`: `records` (the values), `books` (what they
 all share: records, decisions in flight, `_register`, `_release`), `cycle` (deciding),
-`watch` (watch events in), `storage` (storage's watch events), `outcomes` (binders'
-reports, adoption, deadlines).
+`watch` (watch events in), `storage` and `devices` (storage's and DRA's watch events),
+`outcomes` (binders' reports, adoption, deadlines).
 """
 
 from __future__ import annotations
 
 from services.scheduler.state.books import Requeue, StateBooks
 from services.scheduler.state.cycle import GANG, MAX_KEPT_NODE_REASONS, SchedulingCycle
+from services.scheduler.state.devices import DeviceEvents
 from services.scheduler.state.outcomes import BinderOutcomes
 from services.scheduler.state.records import (
     ADOPTED,
@@ -68,6 +69,7 @@ __all__ = [
     "BinderOutcomes",
     "Decision",
     "DecisionEvent",
+    "DeviceEvents",
     "EventKind",
     "Listener",
     "Outcome",
@@ -83,7 +85,7 @@ __all__ = [
 ]
 
 
-class SchedulerState(WatchEvents, BinderOutcomes, StorageEvents):
-    """The whole state: watch events in (`apply_*`, storage's too), decisions out (`schedule_one`,
-    `take_ready_binds`), outcomes back (`on_outcome`, `refused`, `unsure`,
-    `expire_overdue`), and the queries the API reads (`find`, `iter_records`)."""
+class SchedulerState(WatchEvents, BinderOutcomes, StorageEvents, DeviceEvents):
+    """The whole state: watch events in (`apply_*`, storage's and devices' too), decisions
+    out (`schedule_one`, `take_ready_binds`), outcomes back (`on_outcome`, `refused`,
+    `unsure`, `expire_overdue`), and the queries the API reads (`find`, `iter_records`)."""

@@ -30,9 +30,11 @@ class WatchEvents(SchedulingCycle):
         the volumes and claims they assumed (the storage view outlives the cache), so no
         other pod takes them while the binder works."""
         self.synced = False
-        storage = self.cache.table.storage
+        storage, devices = self.cache.table.storage, self.cache.table.devices
         storage.rewatch()
-        self.algo.cache = SchedulerCache(clock=self.clock, table=NodeTable(storage=storage))
+        devices.rewatch()
+        table = NodeTable(storage=storage, devices=devices)
+        self.algo.cache = SchedulerCache(clock=self.clock, table=table)
         self.queue = SchedulingQueue(
             clock=self.clock,
             initial_backoff=self.queue.initial_backoff,

@@ -113,8 +113,9 @@ def _admission_and_kubelet_flags(state: ControlPlaneState, pki: Path) -> list[st
 #: plugin puts on claims and volumes, the ephemeral-volume controller makes the claims of
 #: ephemeral volumes, the disruption controller computes PodDisruptionBudget status (the
 #: Eviction API reads it), the garbage collector deletes what owners leave, the namespace
-#: controller empties deleted namespaces, and the ServiceAccount controllers make accounts,
-#: tokens and ``kube-root-ca.crt``. Not the node lifecycle controller: tests make nodes
+#: controller empties deleted namespaces, the ServiceAccount controllers make accounts,
+#: tokens and ``kube-root-ca.crt``, and the resourceclaim controller makes the
+#: ResourceClaims of pods' ResourceClaimTemplates (Dynamic Resource Allocation). Not the node lifecycle controller: tests make nodes
 #: NotReady on purpose and must see exactly what they made (kwok keeps its nodes' leases).
 CONTROLLERS = (
     "persistentvolume-binder-controller",
@@ -127,6 +128,7 @@ CONTROLLERS = (
     "serviceaccount-controller",
     "serviceaccount-token-controller",
     "root-ca-certificate-publisher-controller",
+    "resourceclaim-controller",
 )
 #: Added in real-node mode: what pods from a Helm chart need (Deployments, ReplicaSets,
 #: Services' endpoints for kube-proxy).

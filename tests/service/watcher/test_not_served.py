@@ -1,0 +1,66 @@
+"""A resource the API server does not serve (resource.k8s.io before Kubernetes 1.34): the
+reflector counts it as listed with nothing, so the watcher still becomes ready, and lists
+it again later, so turning DRA on afterwards works without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from services.watcher import entries, listwatch, metrics, ring
+from splitsched.runtime import kubeclient
+from tests.support.fakes.kube import serving_app
+
+CLASSES = next(r for r in listwatch.DEVICES if r.name == "deviceclasses")
+CLASS = {"metadata": {"name": "gpu", "resourceVersion": "5"}, "spec": {}}
+
+
+def test_not_served_counts_as_synced_and_is_listed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(listwatch, "NOT_SERVED_RETRY", 0.05)
+    served = asyncio.Event()
+    lists: list[int] = []
+
+    async def deviceclasses(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch"):
+            await asyncio.sleep(0.2)
+            return web.json_response({"kind": "Status", "code": 410}, status=410)
+        lists.append(1)
+        if not served.is_set():
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        return web.json_response({"metadata": {"resourceVersion": "5"}, "items": [CLASS]})
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_get(CLASSES.path, deviceclasses)
+        synced: list[str] = []
+        became_synced = asyncio.Event()
+        hub = ring.ClusterHub(ring_size=10, first_sequence=1)
+        async with serving_app(app) as url, aiohttp.ClientSession() as session:
+            reflector = listwatch.Reflector(
+                resource=CLASSES, hub=hub, converter=entries.Converter(),
+                endpoint=kubeclient.KubeEndpoint(host=url, auth_header=lambda: ""),
+                session=session, metrics=metrics.Metrics(None),
+                on_synced=lambda: (synced.append("deviceclasses"), became_synced.set()),
+            )  # fmt: skip
+            task = asyncio.create_task(reflector.run())
+            try:
+                await asyncio.wait_for(became_synced.wait(), 5)
+                assert reflector.synced and hub.get(ring.DEVICE_CLASS, "gpu") is None
+                served.set()  # the API is turned on: the next LIST finds the class
+                async with asyncio.timeout(5):
+                    while hub.get(ring.DEVICE_CLASS, "gpu") is None:  # noqa: ASYNC110
+                        await asyncio.sleep(0.01)  # the hub has no event to wait on
+            finally:
+                task.cancel()
+        assert synced == ["deviceclasses"]  # ready once, not again
+        assert len(lists) >= 2
+
+    asyncio.run(scenario())
+
+
+def test_a_404_of_a_required_resource_is_an_error_not_an_empty_list() -> None:
+    assert not listwatch.NODES.optional and not listwatch.PODS.optional
+    assert all(not r.optional for r in listwatch.STORAGE)
