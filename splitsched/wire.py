@@ -33,11 +33,8 @@ from splitsched.core import models
 from splitsched.v1 import types_pb2
 
 __all__ = [
-    "namespace_from_proto",
     "node_from_proto",
     "node_to_proto",
-    "pdb_from_proto",
-    "pdb_to_proto",
     "pod_from_proto",
     "pod_key",
     "pod_ref",
@@ -355,6 +352,8 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
     _pod_lifecycle_into(pod, msg, deletion_timestamp=deletion_timestamp)
     for v in pod.volumes:
         msg.volumes.add(**dict(zip(_VOLUME_FIELDS, _VOLUME(v), strict=True)))
+    for rc in pod.resource_claims:
+        msg.resource_claims.add(name=rc.name, claim_name=rc.claim_name, waiting=rc.waiting)
     return msg
 
 
@@ -467,33 +466,9 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
         invalid_reason=msg.invalid_reason,
         image_volumes=tuple(msg.image_volumes),
         volumes=tuple(models.PodVolume(*_VOLUME(v)) for v in msg.volumes) if msg.volumes else (),
+        resource_claims=tuple(map(_pod_claim, msg.resource_claims)) if msg.resource_claims else (),
     )
 
 
-# ---- PodDisruptionBudgets ---------------------------------------------------------------
-
-
-def pdb_to_proto(pdb: models.PodDisruptionBudget) -> types_pb2.PodDisruptionBudget:
-    """The wire form of a PodDisruptionBudget (the model keeps no resourceVersion)."""
-    msg = types_pb2.PodDisruptionBudget(
-        namespace=pdb.namespace, name=pdb.name, disruptions_allowed=pdb.disruptions_allowed
-    )
-    if pdb.selector is not None:
-        _label_selector_into(pdb.selector, msg.selector)
-    return msg
-
-
-def pdb_from_proto(msg: types_pb2.PodDisruptionBudget) -> models.PodDisruptionBudget:
-    """The model of a streamed PodDisruptionBudget: an unset selector protects no pod (an
-    empty one, set, protects every pod of the namespace)."""
-    return models.PodDisruptionBudget(
-        namespace=msg.namespace,
-        name=msg.name,
-        selector=_label_selector(msg.selector) if msg.HasField("selector") else None,
-        disruptions_allowed=msg.disruptions_allowed,
-    )
-
-
-def namespace_from_proto(msg: types_pb2.Namespace) -> models.Namespace:
-    """The model of a streamed Namespace (the watcher builds the message from API JSON)."""
-    return models.Namespace(name=msg.name, labels=_map(msg.labels))
+def _pod_claim(msg: types_pb2.PodResourceClaim) -> models.PodResourceClaim:
+    return models.PodResourceClaim(msg.name, msg.claim_name, msg.waiting)

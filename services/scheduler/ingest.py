@@ -21,7 +21,7 @@ import grpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import SchedulerState
 from services.scheduler.traces import SchedulingTraces
-from splitsched import wire, wire_devices, wire_storage
+from splitsched import wire, wire_cluster, wire_devices, wire_storage
 from splitsched.core import models
 from splitsched.runtime import grpcsrv
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
@@ -142,9 +142,9 @@ class WatchIngest:
             if self.traces is not None:
                 self._trace_pod(self.traces, kind, pod, event.trace_context)
         elif which == "pdb":
-            self.state.apply_pdb(kind, wire.pdb_from_proto(event.pdb))
+            self.state.apply_pdb(kind, wire_cluster.pdb_from_proto(event.pdb))
         elif which == "namespace":
-            self.state.apply_namespace(kind, wire.namespace_from_proto(event.namespace))
+            self.state.apply_namespace(kind, wire_cluster.namespace_from_proto(event.namespace))
         elif (volume_object := wire_storage.storage_from_event(event)) is not None:
             self.state.apply_storage(kind, volume_object)
         elif (device_object := wire_devices.devices_from_event(event)) is not None:

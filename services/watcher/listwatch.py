@@ -54,9 +54,10 @@ class Resource:
     path: str
     params: tuple[tuple[str, str], ...] = ()
     namespaced: bool = True  # objects are keyed "namespace/name", else "name"
-    #: Served by the API server only from some version on: a 404 to its LIST means "not
-    #: served here", which counts as synced with no objects, and the LIST is tried again
-    #: every `NOT_SERVED_RETRY` seconds (the API may be turned on later).
+    #: Served by the API server only from some version on: a 404 to its LIST ("not served
+    #: here") or a 403 (the watcher's role predates it) counts as synced with no objects,
+    #: with a warning, and the LIST is tried again every `NOT_SERVED_RETRY` seconds (the
+    #: API may be turned on, or the right granted, later).
     optional: bool = False
 
 
@@ -91,7 +92,7 @@ NOT_SERVED_RETRY = 60.0
 
 
 class NotServed(Exception):
-    """404 to the LIST of an optional resource: this API server does not serve it."""
+    """404 or 403 to the LIST of an optional resource: not served, or not to us."""
 
 
 class Reflector:
@@ -174,8 +175,8 @@ class Reflector:
                 reason = await self.watch_loop()
             except asyncio.CancelledError:
                 raise
-            except NotServed:
-                reason = await self._not_served()
+            except NotServed as e:
+                reason = await self._not_served(e.args[0])
             except Exception as e:
                 reason = "error"
                 log.warning("%s: list failed (%s); retrying in %.1fs", self.resource.name, e,
@@ -183,12 +184,16 @@ class Reflector:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.backoff_max)
 
-    async def _not_served(self) -> str:
-        """An optional resource this API server does not serve: synced, empty, and asked
-        for again later."""
+    async def _not_served(self, status: int) -> str:
+        """An optional resource this API server does not serve, or not to us: synced,
+        empty, and asked for again later."""
         if not self.synced:
-            log.warning("%s: not served by this API server (%s); listing again every %.0fs",
-                        self.resource.name, self.resource.path, NOT_SERVED_RETRY)  # fmt: skip
+            why = (
+                "not served by this API server" if status == 404
+                else "forbidden: the watcher's role lacks get/list/watch on it"
+            )  # fmt: skip
+            log.warning("%s: %s (%s); counted as none, listing again every %.0fs",
+                        self.resource.name, why, self.resource.path, NOT_SERVED_RETRY)  # fmt: skip
             self.hub.replace(self.resource.kind, [])
             self.synced = True
             if self.on_synced:
@@ -212,8 +217,8 @@ class Reflector:
                     log.info("%s: continue token expired; listing again", self.resource.name)
                     items, cont = [], ""
                     continue
-                if r.status == 404 and self.resource.optional:
-                    raise NotServed()
+                if r.status in (403, 404) and self.resource.optional:
+                    raise NotServed(r.status)
                 if r.status != 200:
                     raise ApiError(r.status, body.decode(errors="replace"))
             doc = orjson.loads(body)

@@ -86,9 +86,10 @@ class FrameworkAlgorithm:
 
     # ---- the cycle ---------------------------------------------------------------------
     def profile_for(self, pod: models.Pod) -> framework.Profile | None:
-        """The pod's profile; for a pod without volumes, less the volume plugins."""
+        """The pod's profile; without volumes or claims, less the plugins only they need."""
         profile = self.profiles.get(pod.scheduler_name)
-        return profile if profile is None or pod.volumes else profile.without_volume_plugins()
+        lean = profile is not None and not (pod.volumes or pod.resource_claims)
+        return profile.without_volume_plugins() if lean and profile else profile
 
     def _reject_all(self, plugin: str, reasons: Sequence[str]) -> WaitInfo:
         n = self.table.n
@@ -478,8 +479,7 @@ class FrameworkAlgorithm:
         return (held.state.read(framework.PREBIND_VOLUMES) or ()) if held else ()
 
     def confirm(self, uid: str) -> None:
-        """The pod is bound (a binder's report or the watch): its reservation stands for
-        good, and nothing will unreserve it any more."""
+        """The pod is bound: its reservation stands for good, never to be unreserved."""
         self._reservations.pop(uid, None)
 
     # ---- explain and what-if -----------------------------------------------------------

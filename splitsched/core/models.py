@@ -208,6 +208,18 @@ class PodVolume:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """One of spec.resourceClaims, resolved to the ResourceClaim it names: directly
+    (resourceClaimName), or for a template through status.resourceClaimStatuses, where
+    kube-controller-manager records the claim it made. `waiting` is kube's reason when it
+    cannot be resolved yet; a template claim the controller chose not to make is left out."""
+
+    name: str
+    claim_name: str = ""
+    waiting: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class OwnerRef:
     kind: str
     name: str
@@ -261,6 +273,7 @@ class Pod:
     invalid_reason: str = ""
     image_volumes: tuple[str, ...] = ()  # spec.volumes[].image.reference (ImageLocality)
     volumes: tuple[PodVolume, ...] = ()
+    resource_claims: tuple[PodResourceClaim, ...] = ()
     _requests_cache: dict[str, int] | None = field(
         default=None, init=False, repr=False, compare=False
     )

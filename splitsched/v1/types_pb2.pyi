@@ -908,6 +908,7 @@ class Pod(_message.Message):
     SCHEDULING_GATES_FIELD_NUMBER: _builtins.int
     VOLUMES_FIELD_NUMBER: _builtins.int
     IMAGE_VOLUMES_FIELD_NUMBER: _builtins.int
+    RESOURCE_CLAIMS_FIELD_NUMBER: _builtins.int
     uid: _builtins.str
     namespace: _builtins.str
     name: _builtins.str
@@ -975,6 +976,10 @@ class Pod(_message.Message):
         containers' images (issue 18).
         """
 
+    @_builtins.property
+    def resource_claims(self) -> _containers.RepeatedCompositeFieldContainer[Global___PodResourceClaim]:
+        """spec.resourceClaims, resolved to the ResourceClaims they name (DynamicResources)."""
+
     def __init__(
         self,
         *,
@@ -1008,14 +1013,45 @@ class Pod(_message.Message):
         scheduling_gates: _abc.Iterable[_builtins.str] | None = ...,
         volumes: _abc.Iterable[Global___PodVolume] | None = ...,
         image_volumes: _abc.Iterable[_builtins.str] | None = ...,
+        resource_claims: _abc.Iterable[Global___PodResourceClaim] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "node_affinity", b"node_affinity", "owner", b"owner", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "image_volumes", b"image_volumes", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid", "volumes", b"volumes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["annotations", b"annotations", "containers", b"containers", "creation_timestamp", b"creation_timestamp", "deletion_timestamp", b"deletion_timestamp", "group", b"group", "image_volumes", b"image_volumes", "init_containers", b"init_containers", "invalid_reason", b"invalid_reason", "labels", b"labels", "name", b"name", "namespace", b"namespace", "node_affinity", b"node_affinity", "node_name", b"node_name", "node_selector", b"node_selector", "nominated_node_name", b"nominated_node_name", "overhead", b"overhead", "owner", b"owner", "phase", b"phase", "pod_affinity", b"pod_affinity", "pod_anti_affinity", b"pod_anti_affinity", "pod_requests", b"pod_requests", "preemption_policy", b"preemption_policy", "priority", b"priority", "resource_claims", b"resource_claims", "resource_version", b"resource_version", "scheduler_name", b"scheduler_name", "scheduling_gates", b"scheduling_gates", "tolerations", b"tolerations", "topology_spread_constraints", b"topology_spread_constraints", "uid", b"uid", "volumes", b"volumes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Pod: _TypeAlias = Pod  # noqa: Y015
+
+@_typing.final
+class PodResourceClaim(_message.Message):
+    """One of a pod's spec.resourceClaims: the ResourceClaim it names (directly, or made from a
+    template and recorded in status.resourceClaimStatuses), or why it cannot be named yet.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    claim_name: _builtins.str
+    waiting: _builtins.str
+    """kube's reason, e.g. "ResourceClaim not created yet" """
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        waiting: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "name", b"name", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PodResourceClaim: _TypeAlias = PodResourceClaim  # noqa: Y015
 
 @_typing.final
 class PodVolume(_message.Message):

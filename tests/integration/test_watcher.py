@@ -31,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from kubernetes import client
 
 from splitsched import wire
+from splitsched.launch import rights
 from splitsched.testing import storage
 from splitsched.testing.controlplane import REPO_ROOT
 from splitsched.testing.kube import (
@@ -44,16 +45,7 @@ from splitsched.testing.kube import (
 from splitsched.v1 import watcher_pb2, watcher_pb2_grpc
 
 E = watcher_pb2.ClusterEvent
-WATCHER_RULES = [
-    {"apiGroups": [""], "resources": ["nodes", "pods", "namespaces"],
-     "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"],
-     "verbs": ["get", "list", "watch"]},
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
-     "verbs": ["get", "list", "watch"]},
-    {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses", "csinodes"],
-     "verbs": ["get", "list", "watch"]},
-]  # fmt: skip
+WATCHER_RULES = [dict(rule) for rule in rights.WATCHER_RULES]  # the chart's, exactly
 LISTEN_LINE = re.compile(r"splitsched-watcher listening grpc=\S+:(\d+) http=\S+:(\d+)")
 
 
@@ -454,3 +446,84 @@ def test_storage_is_streamed_and_updates_that_change_nothing_streamed_are_absorb
         storage.cleanup(
             kube_api, namespace=namespace, volumes=[pv], classes=[cls], csi_nodes=[node]
         )
+
+
+def test_devices_are_streamed_from_resource_k8s_io(
+    kube_api: client.ApiClient, namespace: str, watcher_kubeconfig: Path, tmp_path: Path
+) -> None:
+    """A DeviceClass, a ResourceSlice and a ResourceClaim from the real API server (the
+    watcher's own rights: it may list and watch them), in the snapshot; a claim's status
+    reservation is a delta the scheduler reads."""
+    resource = client.ResourceV1Api(kube_api)
+    cls, slice_name, node = _unique("gpu"), _unique("slice"), _unique("n")
+    resource.create_device_class(
+        {
+            "metadata": {"name": cls},
+            "spec": {
+                "selectors": [{"cel": {"expression": f'device.driver == "{cls}.example.com"'}}]
+            },
+        }
+    )
+    resource.create_resource_slice(
+        {
+            "metadata": {"name": slice_name},
+            "spec": {
+                "driver": f"{cls}.example.com",
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {
+                        "name": "gpu-0",
+                        "attributes": {"model": {"string": "A100"}},
+                        "capacity": {"memory": {"value": "80Gi"}},
+                    }
+                ],
+            },
+        }
+    )
+    resource.create_namespaced_resource_claim(
+        namespace,
+        {
+            "metadata": {"name": "gpus"},
+            "spec": {
+                "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}
+            },
+        },
+    )
+    try:
+        with run_watcher(watcher_kubeconfig, tmp_path) as w:
+            sub = Subscription(w.grpc_port)
+            try:
+                snap = {
+                    (which, getattr(e, which).name): e
+                    for e in sub.until_synced()
+                    if (which := e.WhichOneof("object"))
+                }
+                got_slice = snap[("resource_slice", slice_name)].resource_slice
+                assert (got_slice.driver, got_slice.node_name) == (f"{cls}.example.com", node)
+                attrs = got_slice.devices[0].attributes
+                assert attrs[f"{cls}.example.com/model"].string == "A100"
+                assert snap[("device_class", cls)].device_class.selectors[0].startswith("device.")
+                got_claim = snap[("resource_claim", "gpus")].resource_claim
+                assert (got_claim.namespace, got_claim.requests[0].exactly.device_class) == (
+                    namespace, cls,
+                )  # fmt: skip
+                resource.patch_namespaced_resource_claim_status("gpus", namespace, {"status": {
+                    "reservedFor": [{"resource": "pods", "name": "p", "uid": "u-p"}],
+                    "allocation": {"devices": {"results": [{"request": "gpu",
+                        "driver": f"{cls}.example.com", "pool": node, "device": "gpu-0"}]}},
+                }})  # fmt: skip
+                ev = sub.wait(
+                    lambda e: (
+                        e.WhichOneof("object") == "resource_claim"
+                        and e.resource_claim.name == "gpus"
+                    )
+                )
+                assert ev.type == E.MODIFIED
+                assert [r.name for r in ev.resource_claim.reserved_for] == ["p"]
+                assert ev.resource_claim.allocation.results[0].device == "gpu-0"
+            finally:
+                sub.close()
+    finally:
+        resource.delete_resource_slice(slice_name)
+        resource.delete_device_class(cls)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from splitsched import wire
+from splitsched import wire, wire_cluster
 from splitsched.core import models
 from splitsched.core.convert import pod_from_k8s
 from splitsched.v1 import types_pb2
@@ -159,6 +159,9 @@ pods = st.builds(
     volumes=st.lists(
         st.builds(models.PodVolume, names, names, st.booleans(), st.booleans()), max_size=2
     ).map(tuple),
+    resource_claims=st.lists(
+        st.builds(models.PodResourceClaim, names, names, text), max_size=2
+    ).map(tuple),
 )
 nodes = st.builds(
     models.Node,
@@ -304,9 +307,9 @@ pdbs = st.builds(
 @settings(max_examples=100, deadline=None)
 @given(pdbs)
 def test_pdb_round_trip(pdb: models.PodDisruptionBudget) -> None:
-    msg = wire.pdb_to_proto(pdb)
+    msg = wire_cluster.pdb_to_proto(pdb)
     wired = types_pb2.PodDisruptionBudget.FromString(msg.SerializeToString())
-    assert wire.pdb_from_proto(wired) == pdb
+    assert wire_cluster.pdb_from_proto(wired) == pdb
 
 
 def test_pdb_without_selector_protects_nothing_and_empty_selector_protects_all() -> None:
@@ -314,12 +317,14 @@ def test_pdb_without_selector_protects_nothing_and_empty_selector_protects_all()
     victim = models.Pod(uid="u", namespace="ns", name="a", labels={"app": "x"})
     for selector, present in ((None, False), (models.LabelSelector(), True)):
         pdb = models.PodDisruptionBudget("ns", "budget", selector, disruptions_allowed=0)
-        msg = types_pb2.PodDisruptionBudget.FromString(wire.pdb_to_proto(pdb).SerializeToString())
+        msg = types_pb2.PodDisruptionBudget.FromString(
+            wire_cluster.pdb_to_proto(pdb).SerializeToString()
+        )
         assert msg.HasField("selector") is present
-        assert wire.pdb_from_proto(msg).protects(victim) is present
+        assert wire_cluster.pdb_from_proto(msg).protects(victim) is present
 
 
 def test_namespace_from_proto_keeps_name_and_labels() -> None:
     msg = types_pb2.Namespace(name="team-a", labels={"team": "a"}, resource_version="7")
-    assert wire.namespace_from_proto(msg) == models.Namespace("team-a", {"team": "a"})
-    assert wire.namespace_from_proto(types_pb2.Namespace(name="bare")).labels == {}
+    assert wire_cluster.namespace_from_proto(msg) == models.Namespace("team-a", {"team": "a"})
+    assert wire_cluster.namespace_from_proto(types_pb2.Namespace(name="bare")).labels == {}

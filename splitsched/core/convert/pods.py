@@ -29,6 +29,7 @@ from splitsched.core.convert.fields import (
     named,
     show,
 )
+from splitsched.core.convert.podclaims import resource_claims
 from splitsched.core.convert.podspec import (
     NO_AFFINITIES,
     affinities,
@@ -151,6 +152,9 @@ def read_pod(obj: object) -> models.Pod:
         ),
         image_volumes=image_volumes(spec.get("volumes")),
         volumes=volumes(spec.get("volumes"), name),
+        resource_claims=resource_claims(spec, status, f"{namespace}/{name}")
+        if spec.get("resourceClaims")
+        else (),
     )
 
 

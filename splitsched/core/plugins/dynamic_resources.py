@@ -1,5 +1,13 @@
-"""DynamicResources, PostFilter only: what kube-scheduler's dynamicresources plugin says
-when a pod fits nowhere and it has no ResourceClaim to deallocate.
+"""DynamicResources: a pod's ResourceClaims, as kube-scheduler's dynamicresources plugin
+reads them, and what it says when a pod fits nowhere.
+
+PreFilter finds each of the pod's claims in the view (`splitsched.core.devices`), in kube's
+words when it cannot: a claim not made from its template yet, not found, being deleted, or
+a request naming a DeviceClass that does not exist; the pod then waits, Unschedulable and
+Unresolvable, until a claim or class event requeues it. A pod whose claims are all there
+also waits, for now, saying so: the binder does not yet write allocations (the step
+before the Binding that kube's PreBind is), and a pod bound without its claims allocated
+and reserved would never start. Pods without claims skip the plugin.
 
 kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
 DefaultPreemption (freeing an idle claim beats evicting a pod); for a pod without claims
@@ -18,14 +26,35 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from splitsched.core import framework, models
+from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.nodetable import NodeTable
 from splitsched.core.plugins import basics
 
 NO_CLAIMS = "no new claims to deallocate"
+NOT_YET = (
+    "splitsched does not allocate devices yet: a pod with ResourceClaims waits (schedule it"
+    " with kube-scheduler)"
+)
+_E = framework.ClusterEvent
 
 
 class DynamicResources(basics.NoArgs):
     name: ClassVar[str] = "DynamicResources"
+    resolvable_by_preemption: ClassVar[bool] = False
+    volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes or claims
+    events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset({
+        _E.DEVICE_CLASS_ADD, _E.DEVICE_CLASS_UPDATE, _E.RESOURCE_SLICE_ADD,
+        _E.RESOURCE_SLICE_UPDATE, _E.RESOURCE_CLAIM_ADD, _E.RESOURCE_CLAIM_UPDATE,
+    })  # fmt: skip
+
+    def pre_filter(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable
+    ) -> framework.Status:
+        if not pod.resource_claims:
+            return framework.Status.skip()
+        found = pod_claims(pod, table.devices)
+        reason = found if isinstance(found, str) else NOT_YET
+        return framework.Status.unschedulable(reason, plugin=self.name, resolvable=False)
 
     def post_filter(
         self,

@@ -115,8 +115,9 @@ def _admission_and_kubelet_flags(state: ControlPlaneState, pki: Path) -> list[st
 #: Eviction API reads it), the garbage collector deletes what owners leave, the namespace
 #: controller empties deleted namespaces, the ServiceAccount controllers make accounts,
 #: tokens and ``kube-root-ca.crt``, and the resourceclaim controller makes the
-#: ResourceClaims of pods' ResourceClaimTemplates (Dynamic Resource Allocation). Not the node lifecycle controller: tests make nodes
-#: NotReady on purpose and must see exactly what they made (kwok keeps its nodes' leases).
+#: ResourceClaims of pods' ResourceClaimTemplates (Dynamic Resource Allocation). Not the
+#: node lifecycle controller: tests make nodes NotReady on purpose and must see exactly
+#: what they made (kwok keeps its nodes' leases).
 CONTROLLERS = (
     "persistentvolume-binder-controller",
     "persistentvolume-protection-controller",

@@ -1,6 +1,7 @@
-"""A resource the API server does not serve (resource.k8s.io before Kubernetes 1.34): the
-reflector counts it as listed with nothing, so the watcher still becomes ready, and lists
-it again later, so turning DRA on afterwards works without a restart."""
+"""A resource the API server does not serve (resource.k8s.io before Kubernetes 1.34), or
+does not serve to the watcher (a role from an older chart): the reflector counts it as
+listed with nothing, so the watcher still becomes ready, and lists it again later, so
+turning DRA on or granting the right afterwards works without a restart."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_not_served_counts_as_synced_and_is_listed_again(monkeypatch: pytest.Mon
             return web.json_response({"kind": "Status", "code": 410}, status=410)
         lists.append(1)
         if not served.is_set():
-            return web.json_response({"kind": "Status", "code": 404}, status=404)
+            code = 404 if len(lists) == 1 else 403  # not served, then served but not to us
+            return web.json_response({"kind": "Status", "code": code}, status=code)
         return web.json_response({"metadata": {"resourceVersion": "5"}, "items": [CLASS]})
 
     async def scenario() -> None:
@@ -37,18 +39,26 @@ def test_not_served_counts_as_synced_and_is_listed_again(monkeypatch: pytest.Mon
         app.router.add_get(CLASSES.path, deviceclasses)
         synced: list[str] = []
         became_synced = asyncio.Event()
+
+        def on_synced() -> None:
+            synced.append("deviceclasses")
+            became_synced.set()
+
         hub = ring.ClusterHub(ring_size=10, first_sequence=1)
         async with serving_app(app) as url, aiohttp.ClientSession() as session:
             reflector = listwatch.Reflector(
                 resource=CLASSES, hub=hub, converter=entries.Converter(),
                 endpoint=kubeclient.KubeEndpoint(host=url, auth_header=lambda: ""),
                 session=session, metrics=metrics.Metrics(None),
-                on_synced=lambda: (synced.append("deviceclasses"), became_synced.set()),
+                on_synced=on_synced,
             )  # fmt: skip
             task = asyncio.create_task(reflector.run())
             try:
                 await asyncio.wait_for(became_synced.wait(), 5)
                 assert reflector.synced and hub.get(ring.DEVICE_CLASS, "gpu") is None
+                while len(lists) < 2:  # noqa: ASYNC110
+                    await asyncio.sleep(0.01)  # a 403 next: still synced, still empty
+                assert hub.get(ring.DEVICE_CLASS, "gpu") is None
                 served.set()  # the API is turned on: the next LIST finds the class
                 async with asyncio.timeout(5):
                     while hub.get(ring.DEVICE_CLASS, "gpu") is None:  # noqa: ASYNC110
@@ -56,7 +66,7 @@ def test_not_served_counts_as_synced_and_is_listed_again(monkeypatch: pytest.Mon
             finally:
                 task.cancel()
         assert synced == ["deviceclasses"]  # ready once, not again
-        assert len(lists) >= 2
+        assert len(lists) >= 3
 
     asyncio.run(scenario())
 

@@ -222,9 +222,9 @@ def test_our_plugins_implement_the_points_kube_scheduler_gives_them() -> None:
         ("VolumeBinding", "preScore"): "kube only", ("VolumeBinding", "score"): "kube only",
         # ours pre-scores to skip pods whose images no node has (it follows its Score).
         ("ImageLocality", "preScore"): "ours only",
-        # no DRA yet: ours runs only kube's PostFilter, for its words in the message
-        **{("DynamicResources", p): "kube only"
-           for p in ("preFilter", "filter", "score", "reserve")},
+        # DRA in progress: ours runs PreFilter (the pod's claims, or why it waits) and
+        # kube's PostFilter words; no allocation yet, so no Filter, Score or Reserve
+        **{("DynamicResources", p): "kube only" for p in ("filter", "score", "reserve")},
     }  # fmt: skip
     protocols = {
         "preFilter": framework.PreFilterPlugin, "filter": framework.FilterPlugin,

@@ -10,7 +10,7 @@ import asyncio
 from services.scheduler.ingest import APPLY_CHUNK, WatchIngest
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import SchedulerState
-from splitsched import wire, wire_storage
+from splitsched import wire, wire_cluster, wire_storage
 from splitsched.core import algorithm, models, profiles, storage
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.clock import FakeClock
@@ -61,7 +61,7 @@ def snapshot(ingest: WatchIngest) -> None:
         Event(sequence=2, type=Event.SNAPSHOT, node=wire.node_to_proto(node("n1"))),
         Event(sequence=3, type=Event.SNAPSHOT, pod=wire.pod_to_proto(pod("pending"))),
         Event(sequence=4, type=Event.SNAPSHOT, pod=wire.pod_to_proto(pod("bound", node_name="n1"))),
-        Event(sequence=5, type=Event.SNAPSHOT, pdb=wire.pdb_to_proto(PDB)),
+        Event(sequence=5, type=Event.SNAPSHOT, pdb=wire_cluster.pdb_to_proto(PDB)),
         Event(sequence=6, type=Event.SYNCED),
     ]
     for event in events:
@@ -92,9 +92,9 @@ def test_deltas_change_and_delete_what_the_snapshot_brought() -> None:
     ingest = new_ingest()
     snapshot(ingest)
     relaxed = models.PodDisruptionBudget("ns", "budget", None, 3)
-    ingest.apply(Event(sequence=7, type=Event.MODIFIED, pdb=wire.pdb_to_proto(relaxed)))
+    ingest.apply(Event(sequence=7, type=Event.MODIFIED, pdb=wire_cluster.pdb_to_proto(relaxed)))
     assert ingest.state.cache.table.pdbs == {("ns", "budget"): relaxed}
-    ingest.apply(Event(sequence=8, type=Event.DELETED, pdb=wire.pdb_to_proto(relaxed)))
+    ingest.apply(Event(sequence=8, type=Event.DELETED, pdb=wire_cluster.pdb_to_proto(relaxed)))
     assert ingest.state.cache.table.pdbs == {}
     ingest.apply(Event(sequence=9, type=Event.DELETED, pod=wire.pod_to_proto(pod("pending"))))
     assert "uid-pending" not in ingest.state.queue

@@ -1,0 +1,46 @@
+"""The ResourceClaims a pod uses, found in the scheduler's view, or kube-scheduler's reason
+why the pod cannot be scheduled yet (its DynamicResources PreFilter, in its words)."""
+
+from __future__ import annotations
+
+from splitsched.core import models
+from splitsched.core.devices import model
+from splitsched.core.devices.view import DeviceView
+
+
+def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] | str:
+    """The pod's claims in spec order, or why it must wait: a claim not made or not found
+    yet, one being deleted or unreadable, or a request naming a class that does not
+    exist."""
+    claims: list[model.ResourceClaim] = []
+    for entry in pod.resource_claims:
+        if entry.waiting:
+            return entry.waiting
+        claim = view.claim(pod.namespace, entry.claim_name)
+        if claim is None:
+            return f'could not find ResourceClaim "{pod.namespace}/{entry.claim_name}"'
+        if claim.deleting:
+            return f'resourceclaim "{claim.name}" is being deleted'
+        if claim.invalid_reason:
+            return f'resourceclaim "{claim.name}" is invalid: {claim.invalid_reason}'
+        claims.append(claim)
+    for claim in claims:
+        if claim.allocation is not None:
+            continue
+        for request in claim.requests:
+            problem = _class_problem(request, view)
+            if problem:
+                return problem
+    return claims
+
+
+def _class_problem(request: model.DeviceRequest, view: DeviceView) -> str:
+    specs = request.alternatives()
+    if not specs:
+        return f"request {request.name}: unknown request type"
+    for spec in specs:
+        if not spec.device_class:
+            return f"request {spec.name}: unsupported request type"
+        if spec.device_class not in view.classes:
+            return f"request {spec.name}: device class {spec.device_class} does not exist"
+    return ""
