@@ -1444,9 +1444,11 @@ type Pod struct {
 	Volumes []*PodVolume `protobuf:"bytes,29,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	// spec.volumes[].image.reference of pending pods: ImageLocality scores them like the
 	// containers' images (issue 18).
-	ImageVolumes  []string `protobuf:"bytes,44,rep,name=image_volumes,json=imageVolumes,proto3" json:"image_volumes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ImageVolumes []string `protobuf:"bytes,44,rep,name=image_volumes,json=imageVolumes,proto3" json:"image_volumes,omitempty"`
+	// spec.resourceClaims, resolved to the ResourceClaims they name (DynamicResources).
+	ResourceClaims []*PodResourceClaim `protobuf:"bytes,45,rep,name=resource_claims,json=resourceClaims,proto3" json:"resource_claims,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Pod) Reset() {
@@ -1689,6 +1691,75 @@ func (x *Pod) GetImageVolumes() []string {
 	return nil
 }
 
+func (x *Pod) GetResourceClaims() []*PodResourceClaim {
+	if x != nil {
+		return x.ResourceClaims
+	}
+	return nil
+}
+
+// One of a pod's spec.resourceClaims: the ResourceClaim it names (directly, or made from a
+// template and recorded in status.resourceClaimStatuses), or why it cannot be named yet.
+type PodResourceClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ClaimName     string                 `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	Waiting       string                 `protobuf:"bytes,3,opt,name=waiting,proto3" json:"waiting,omitempty"` // kube's reason, e.g. "ResourceClaim not created yet"
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodResourceClaim) Reset() {
+	*x = PodResourceClaim{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodResourceClaim) ProtoMessage() {}
+
+func (x *PodResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodResourceClaim.ProtoReflect.Descriptor instead.
+func (*PodResourceClaim) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PodResourceClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *PodResourceClaim) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
 type PodVolume struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1703,7 +1774,7 @@ type PodVolume struct {
 
 func (x *PodVolume) Reset() {
 	*x = PodVolume{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1786,7 @@ func (x *PodVolume) String() string {
 func (*PodVolume) ProtoMessage() {}
 
 func (x *PodVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[22]
+	mi := &file_splitsched_v1_types_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1799,7 @@ func (x *PodVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodVolume.ProtoReflect.Descriptor instead.
 func (*PodVolume) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{22}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PodVolume) GetName() string {
@@ -1774,7 +1845,7 @@ type VolumeBinding struct {
 
 func (x *VolumeBinding) Reset() {
 	*x = VolumeBinding{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1857,7 @@ func (x *VolumeBinding) String() string {
 func (*VolumeBinding) ProtoMessage() {}
 
 func (x *VolumeBinding) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[23]
+	mi := &file_splitsched_v1_types_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1870,7 @@ func (x *VolumeBinding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeBinding.ProtoReflect.Descriptor instead.
 func (*VolumeBinding) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{23}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *VolumeBinding) GetClaimNamespace() string {
@@ -1834,7 +1905,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +1917,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[24]
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +1930,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{24}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ObjectRef) GetNamespace() string {
@@ -1893,7 +1964,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1976,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1989,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -1944,7 +2015,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2027,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2040,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -2006,7 +2077,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2089,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2102,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2162,7 +2233,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2245,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2258,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -2302,7 +2373,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2314,7 +2385,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2327,7 +2398,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StorageClass) GetName() string {
@@ -2385,7 +2456,7 @@ type CSINode struct {
 
 func (x *CSINode) Reset() {
 	*x = CSINode{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2397,7 +2468,7 @@ func (x *CSINode) String() string {
 func (*CSINode) ProtoMessage() {}
 
 func (x *CSINode) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2410,7 +2481,7 @@ func (x *CSINode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
 func (*CSINode) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CSINode) GetName() string {
@@ -2454,7 +2525,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[31]
+	mi := &file_splitsched_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2537,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[31]
+	mi := &file_splitsched_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2550,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -2513,6 +2584,1068 @@ func (x *PodDisruptionBudget) GetDisruptionsAllowed() int32 {
 func (x *PodDisruptionBudget) GetResourceVersion() string {
 	if x != nil {
 		return x.ResourceVersion
+	}
+	return ""
+}
+
+type DeviceAttribute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Value:
+	//
+	//	*DeviceAttribute_Int
+	//	*DeviceAttribute_Bool
+	//	*DeviceAttribute_String_
+	//	*DeviceAttribute_Version
+	Value         isDeviceAttribute_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceAttribute) Reset() {
+	*x = DeviceAttribute{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAttribute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAttribute) ProtoMessage() {}
+
+func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
+func (*DeviceAttribute) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *DeviceAttribute) GetInt() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Int); ok {
+			return x.Int
+		}
+	}
+	return 0
+}
+
+func (x *DeviceAttribute) GetBool() bool {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Bool); ok {
+			return x.Bool
+		}
+	}
+	return false
+}
+
+func (x *DeviceAttribute) GetString_() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_String_); ok {
+			return x.String_
+		}
+	}
+	return ""
+}
+
+func (x *DeviceAttribute) GetVersion() string {
+	if x != nil {
+		if x, ok := x.Value.(*DeviceAttribute_Version); ok {
+			return x.Version
+		}
+	}
+	return ""
+}
+
+type isDeviceAttribute_Value interface {
+	isDeviceAttribute_Value()
+}
+
+type DeviceAttribute_Int struct {
+	Int int64 `protobuf:"varint,1,opt,name=int,proto3,oneof"`
+}
+
+type DeviceAttribute_Bool struct {
+	Bool bool `protobuf:"varint,2,opt,name=bool,proto3,oneof"`
+}
+
+type DeviceAttribute_String_ struct {
+	String_ string `protobuf:"bytes,3,opt,name=string,proto3,oneof"`
+}
+
+type DeviceAttribute_Version struct {
+	Version string `protobuf:"bytes,4,opt,name=version,proto3,oneof"` // a semantic version, "1.2.3-rc.1"
+}
+
+func (*DeviceAttribute_Int) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Bool) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_String_) isDeviceAttribute_Value() {}
+
+func (*DeviceAttribute_Version) isDeviceAttribute_Value() {}
+
+type Device struct {
+	state      protoimpl.MessageState      `protogen:"open.v1"`
+	Name       string                      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Attributes map[string]*DeviceAttribute `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Capacity as an exact fraction "numerator/denominator" of the quantity's base unit.
+	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Where the device can be used, in a slice with per_device_node_selection only.
+	NodeName        string              `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	HasNodeSelector bool                `protobuf:"varint,5,opt,name=has_node_selector,json=hasNodeSelector,proto3" json:"has_node_selector,omitempty"`
+	NodeSelector    []*NodeSelectorTerm `protobuf:"bytes,6,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	AllNodes        bool                `protobuf:"varint,7,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Device) Reset() {
+	*x = Device{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Device) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Device) ProtoMessage() {}
+
+func (x *Device) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Device.ProtoReflect.Descriptor instead.
+func (*Device) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Device) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Device) GetAttributes() map[string]*DeviceAttribute {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *Device) GetCapacity() map[string]string {
+	if x != nil {
+		return x.Capacity
+	}
+	return nil
+}
+
+func (x *Device) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Device) GetHasNodeSelector() bool {
+	if x != nil {
+		return x.HasNodeSelector
+	}
+	return false
+}
+
+func (x *Device) GetNodeSelector() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *Device) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+type ResourceSlice struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Name                   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Driver                 string                 `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	Pool                   string                 `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	Generation             int64                  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`                   // spec.pool.generation
+	SliceCount             int64                  `protobuf:"varint,5,opt,name=slice_count,json=sliceCount,proto3" json:"slice_count,omitempty"` // spec.pool.resourceSliceCount
+	NodeName               string                 `protobuf:"bytes,6,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	HasNodeSelector        bool                   `protobuf:"varint,7,opt,name=has_node_selector,json=hasNodeSelector,proto3" json:"has_node_selector,omitempty"`
+	NodeSelector           []*NodeSelectorTerm    `protobuf:"bytes,8,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	AllNodes               bool                   `protobuf:"varint,9,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	PerDeviceNodeSelection bool                   `protobuf:"varint,10,opt,name=per_device_node_selection,json=perDeviceNodeSelection,proto3" json:"per_device_node_selection,omitempty"`
+	Devices                []*Device              `protobuf:"bytes,11,rep,name=devices,proto3" json:"devices,omitempty"`
+	ResourceVersion        string                 `protobuf:"bytes,12,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// Set when the watcher could not convert it: its pool is then not used.
+	InvalidReason string `protobuf:"bytes,13,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceSlice) Reset() {
+	*x = ResourceSlice{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceSlice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceSlice) ProtoMessage() {}
+
+func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
+func (*ResourceSlice) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResourceSlice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetSliceCount() int64 {
+	if x != nil {
+		return x.SliceCount
+	}
+	return 0
+}
+
+func (x *ResourceSlice) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetHasNodeSelector() bool {
+	if x != nil {
+		return x.HasNodeSelector
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetNodeSelector() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetAllNodes() bool {
+	if x != nil {
+		return x.AllNodes
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetPerDeviceNodeSelection() bool {
+	if x != nil {
+		return x.PerDeviceNodeSelection
+	}
+	return false
+}
+
+func (x *ResourceSlice) GetDevices() []*Device {
+	if x != nil {
+		return x.Devices
+	}
+	return nil
+}
+
+func (x *ResourceSlice) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ResourceSlice) GetInvalidReason() string {
+	if x != nil {
+		return x.InvalidReason
+	}
+	return ""
+}
+
+type DeviceClass struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Selectors       []string               `protobuf:"bytes,2,rep,name=selectors,proto3" json:"selectors,omitempty"` // CEL expressions
+	Config          []string               `protobuf:"bytes,3,rep,name=config,proto3" json:"config,omitempty"`       // DeviceConfiguration JSON
+	ResourceVersion string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeviceClass) Reset() {
+	*x = DeviceClass{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceClass) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceClass) ProtoMessage() {}
+
+func (x *DeviceClass) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
+func (*DeviceClass) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DeviceClass) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceClass) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceClass) GetConfig() []string {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *DeviceClass) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+// An `exactly` request or one `firstAvailable` subrequest; name "req" or "req/sub".
+type DeviceRequestSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass   string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	Selectors     []string               `protobuf:"bytes,3,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	Mode          string                 `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"` // ExactCount | All
+	Count         int64                  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	AdminAccess   bool                   `protobuf:"varint,6,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceRequestSpec) Reset() {
+	*x = DeviceRequestSpec{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequestSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequestSpec) ProtoMessage() {}
+
+func (x *DeviceRequestSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequestSpec.ProtoReflect.Descriptor instead.
+func (*DeviceRequestSpec) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DeviceRequestSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceRequestSpec) GetDeviceClass() string {
+	if x != nil {
+		return x.DeviceClass
+	}
+	return ""
+}
+
+func (x *DeviceRequestSpec) GetSelectors() []string {
+	if x != nil {
+		return x.Selectors
+	}
+	return nil
+}
+
+func (x *DeviceRequestSpec) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *DeviceRequestSpec) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DeviceRequestSpec) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
+}
+
+type DeviceRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Exactly        *DeviceRequestSpec     `protobuf:"bytes,2,opt,name=exactly,proto3" json:"exactly,omitempty"` // unset: first_available
+	FirstAvailable []*DeviceRequestSpec   `protobuf:"bytes,3,rep,name=first_available,json=firstAvailable,proto3" json:"first_available,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeviceRequest) Reset() {
+	*x = DeviceRequest{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceRequest) ProtoMessage() {}
+
+func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
+func (*DeviceRequest) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeviceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DeviceRequest) GetExactly() *DeviceRequestSpec {
+	if x != nil {
+		return x.Exactly
+	}
+	return nil
+}
+
+func (x *DeviceRequest) GetFirstAvailable() []*DeviceRequestSpec {
+	if x != nil {
+		return x.FirstAvailable
+	}
+	return nil
+}
+
+type MatchAttribute struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Attribute     string                 `protobuf:"bytes,1,opt,name=attribute,proto3" json:"attribute,omitempty"`
+	Requests      []string               `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"` // empty: every request
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatchAttribute) Reset() {
+	*x = MatchAttribute{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatchAttribute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatchAttribute) ProtoMessage() {}
+
+func (x *MatchAttribute) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatchAttribute.ProtoReflect.Descriptor instead.
+func (*MatchAttribute) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MatchAttribute) GetAttribute() string {
+	if x != nil {
+		return x.Attribute
+	}
+	return ""
+}
+
+func (x *MatchAttribute) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+type ClaimConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Requests      []string               `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	Configuration string                 `protobuf:"bytes,2,opt,name=configuration,proto3" json:"configuration,omitempty"` // DeviceConfiguration JSON
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimConfig) Reset() {
+	*x = ClaimConfig{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimConfig) ProtoMessage() {}
+
+func (x *ClaimConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimConfig.ProtoReflect.Descriptor instead.
+func (*ClaimConfig) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ClaimConfig) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ClaimConfig) GetConfiguration() string {
+	if x != nil {
+		return x.Configuration
+	}
+	return ""
+}
+
+type DeviceResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Request       string                 `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
+	Driver        string                 `protobuf:"bytes,2,opt,name=driver,proto3" json:"driver,omitempty"`
+	Pool          string                 `protobuf:"bytes,3,opt,name=pool,proto3" json:"pool,omitempty"`
+	Device        string                 `protobuf:"bytes,4,opt,name=device,proto3" json:"device,omitempty"`
+	AdminAccess   bool                   `protobuf:"varint,5,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceResult) Reset() {
+	*x = DeviceResult{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceResult) ProtoMessage() {}
+
+func (x *DeviceResult) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceResult.ProtoReflect.Descriptor instead.
+func (*DeviceResult) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DeviceResult) GetRequest() string {
+	if x != nil {
+		return x.Request
+	}
+	return ""
+}
+
+func (x *DeviceResult) GetDriver() string {
+	if x != nil {
+		return x.Driver
+	}
+	return ""
+}
+
+func (x *DeviceResult) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *DeviceResult) GetDevice() string {
+	if x != nil {
+		return x.Device
+	}
+	return ""
+}
+
+func (x *DeviceResult) GetAdminAccess() bool {
+	if x != nil {
+		return x.AdminAccess
+	}
+	return false
+}
+
+type AllocatedConfig struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"` // FromClass | FromClaim
+	Requests      []string               `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"`
+	Configuration string                 `protobuf:"bytes,3,opt,name=configuration,proto3" json:"configuration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocatedConfig) Reset() {
+	*x = AllocatedConfig{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedConfig) ProtoMessage() {}
+
+func (x *AllocatedConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedConfig.ProtoReflect.Descriptor instead.
+func (*AllocatedConfig) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *AllocatedConfig) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *AllocatedConfig) GetRequests() []string {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *AllocatedConfig) GetConfiguration() string {
+	if x != nil {
+		return x.Configuration
+	}
+	return ""
+}
+
+type DeviceAllocation struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Results         []*DeviceResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	HasNodeSelector bool                   `protobuf:"varint,2,opt,name=has_node_selector,json=hasNodeSelector,proto3" json:"has_node_selector,omitempty"` // false: usable from every node
+	NodeSelector    []*NodeSelectorTerm    `protobuf:"bytes,3,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	Config          []*AllocatedConfig     `protobuf:"bytes,4,rep,name=config,proto3" json:"config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeviceAllocation) Reset() {
+	*x = DeviceAllocation{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceAllocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceAllocation) ProtoMessage() {}
+
+func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceAllocation.ProtoReflect.Descriptor instead.
+func (*DeviceAllocation) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeviceAllocation) GetResults() []*DeviceResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *DeviceAllocation) GetHasNodeSelector() bool {
+	if x != nil {
+		return x.HasNodeSelector
+	}
+	return false
+}
+
+func (x *DeviceAllocation) GetNodeSelector() []*NodeSelectorTerm {
+	if x != nil {
+		return x.NodeSelector
+	}
+	return nil
+}
+
+func (x *DeviceAllocation) GetConfig() []*AllocatedConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+type ConsumerRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	ApiGroup      string                 `protobuf:"bytes,4,opt,name=api_group,json=apiGroup,proto3" json:"api_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerRef) Reset() {
+	*x = ConsumerRef{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerRef) ProtoMessage() {}
+
+func (x *ConsumerRef) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerRef.ProtoReflect.Descriptor instead.
+func (*ConsumerRef) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ConsumerRef) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ConsumerRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ConsumerRef) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ConsumerRef) GetApiGroup() string {
+	if x != nil {
+		return x.ApiGroup
+	}
+	return ""
+}
+
+type ResourceClaim struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Namespace       string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Uid             string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	Requests        []*DeviceRequest       `protobuf:"bytes,5,rep,name=requests,proto3" json:"requests,omitempty"`
+	Constraints     []*MatchAttribute      `protobuf:"bytes,6,rep,name=constraints,proto3" json:"constraints,omitempty"`
+	Config          []*ClaimConfig         `protobuf:"bytes,7,rep,name=config,proto3" json:"config,omitempty"`
+	Allocation      *DeviceAllocation      `protobuf:"bytes,8,opt,name=allocation,proto3" json:"allocation,omitempty"` // unset: not allocated
+	ReservedFor     []*ConsumerRef         `protobuf:"bytes,9,rep,name=reserved_for,json=reservedFor,proto3" json:"reserved_for,omitempty"`
+	Deleting        bool                   `protobuf:"varint,10,opt,name=deleting,proto3" json:"deleting,omitempty"`
+	InvalidReason   string                 `protobuf:"bytes,11,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"` // pods using it wait with this reason
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ResourceClaim) Reset() {
+	*x = ResourceClaim{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceClaim) ProtoMessage() {}
+
+func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
+func (*ResourceClaim) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ResourceClaim) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ResourceClaim) GetRequests() []*DeviceRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetConstraints() []*MatchAttribute {
+	if x != nil {
+		return x.Constraints
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetConfig() []*ClaimConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetAllocation() *DeviceAllocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetReservedFor() []*ConsumerRef {
+	if x != nil {
+		return x.ReservedFor
+	}
+	return nil
+}
+
+func (x *ResourceClaim) GetDeleting() bool {
+	if x != nil {
+		return x.Deleting
+	}
+	return false
+}
+
+func (x *ResourceClaim) GetInvalidReason() string {
+	if x != nil {
+		return x.InvalidReason
 	}
 	return ""
 }
@@ -2653,7 +3786,7 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe1\x0e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x0f\n" +
 	"\x03Pod\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
@@ -2687,7 +3820,8 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x0einvalid_reason\x18\x1b \x01(\tR\rinvalidReason\x12)\n" +
 	"\x10scheduling_gates\x18\x1c \x03(\tR\x0fschedulingGates\x122\n" +
 	"\avolumes\x18\x1d \x03(\v2\x18.splitsched.v1.PodVolumeR\avolumes\x12#\n" +
-	"\rimage_volumes\x18, \x03(\tR\fimageVolumes\x1a9\n" +
+	"\rimage_volumes\x18, \x03(\tR\fimageVolumes\x12H\n" +
+	"\x0fresource_claims\x18- \x03(\v2\x1f.splitsched.v1.PodResourceClaimR\x0eresourceClaims\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2702,7 +3836,12 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"y\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
+	"\x10PodResourceClaim\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x18\n" +
+	"\awaiting\x18\x03 \x01(\tR\awaiting\"y\n" +
 	"\tPodVolume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -2784,7 +3923,104 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x128\n" +
 	"\bselector\x18\x03 \x01(\v2\x1c.splitsched.v1.LabelSelectorR\bselector\x12/\n" +
 	"\x13disruptions_allowed\x18\x04 \x01(\x05R\x12disruptionsAllowed\x12)\n" +
-	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersionBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
+	"\x10resource_version\x18\x05 \x01(\tR\x0fresourceVersion\"z\n" +
+	"\x0fDeviceAttribute\x12\x12\n" +
+	"\x03int\x18\x01 \x01(\x03H\x00R\x03int\x12\x14\n" +
+	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
+	"\x06string\x18\x03 \x01(\tH\x00R\x06string\x12\x1a\n" +
+	"\aversion\x18\x04 \x01(\tH\x00R\aversionB\a\n" +
+	"\x05value\"\xec\x03\n" +
+	"\x06Device\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12E\n" +
+	"\n" +
+	"attributes\x18\x02 \x03(\v2%.splitsched.v1.Device.AttributesEntryR\n" +
+	"attributes\x12?\n" +
+	"\bcapacity\x18\x03 \x03(\v2#.splitsched.v1.Device.CapacityEntryR\bcapacity\x12\x1b\n" +
+	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12*\n" +
+	"\x11has_node_selector\x18\x05 \x01(\bR\x0fhasNodeSelector\x12D\n" +
+	"\rnode_selector\x18\x06 \x03(\v2\x1f.splitsched.v1.NodeSelectorTermR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\a \x01(\bR\ballNodes\x1a]\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
+	"\x05value\x18\x02 \x01(\v2\x1e.splitsched.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
+	"\rCapacityEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\x03\n" +
+	"\rResourceSlice\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x03R\n" +
+	"generation\x12\x1f\n" +
+	"\vslice_count\x18\x05 \x01(\x03R\n" +
+	"sliceCount\x12\x1b\n" +
+	"\tnode_name\x18\x06 \x01(\tR\bnodeName\x12*\n" +
+	"\x11has_node_selector\x18\a \x01(\bR\x0fhasNodeSelector\x12D\n" +
+	"\rnode_selector\x18\b \x03(\v2\x1f.splitsched.v1.NodeSelectorTermR\fnodeSelector\x12\x1b\n" +
+	"\tall_nodes\x18\t \x01(\bR\ballNodes\x129\n" +
+	"\x19per_device_node_selection\x18\n" +
+	" \x01(\bR\x16perDeviceNodeSelection\x12/\n" +
+	"\adevices\x18\v \x03(\v2\x15.splitsched.v1.DeviceR\adevices\x12)\n" +
+	"\x10resource_version\x18\f \x01(\tR\x0fresourceVersion\x12%\n" +
+	"\x0einvalid_reason\x18\r \x01(\tR\rinvalidReason\"\x82\x01\n" +
+	"\vDeviceClass\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tselectors\x18\x02 \x03(\tR\tselectors\x12\x16\n" +
+	"\x06config\x18\x03 \x03(\tR\x06config\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"\xb5\x01\n" +
+	"\x11DeviceRequestSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x1c\n" +
+	"\tselectors\x18\x03 \x03(\tR\tselectors\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x03R\x05count\x12!\n" +
+	"\fadmin_access\x18\x06 \x01(\bR\vadminAccess\"\xaa\x01\n" +
+	"\rDeviceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
+	"\aexactly\x18\x02 \x01(\v2 .splitsched.v1.DeviceRequestSpecR\aexactly\x12I\n" +
+	"\x0ffirst_available\x18\x03 \x03(\v2 .splitsched.v1.DeviceRequestSpecR\x0efirstAvailable\"J\n" +
+	"\x0eMatchAttribute\x12\x1c\n" +
+	"\tattribute\x18\x01 \x01(\tR\tattribute\x12\x1a\n" +
+	"\brequests\x18\x02 \x03(\tR\brequests\"O\n" +
+	"\vClaimConfig\x12\x1a\n" +
+	"\brequests\x18\x01 \x03(\tR\brequests\x12$\n" +
+	"\rconfiguration\x18\x02 \x01(\tR\rconfiguration\"\x8f\x01\n" +
+	"\fDeviceResult\x12\x18\n" +
+	"\arequest\x18\x01 \x01(\tR\arequest\x12\x16\n" +
+	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
+	"\x04pool\x18\x03 \x01(\tR\x04pool\x12\x16\n" +
+	"\x06device\x18\x04 \x01(\tR\x06device\x12!\n" +
+	"\fadmin_access\x18\x05 \x01(\bR\vadminAccess\"k\n" +
+	"\x0fAllocatedConfig\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1a\n" +
+	"\brequests\x18\x02 \x03(\tR\brequests\x12$\n" +
+	"\rconfiguration\x18\x03 \x01(\tR\rconfiguration\"\xf3\x01\n" +
+	"\x10DeviceAllocation\x125\n" +
+	"\aresults\x18\x01 \x03(\v2\x1b.splitsched.v1.DeviceResultR\aresults\x12*\n" +
+	"\x11has_node_selector\x18\x02 \x01(\bR\x0fhasNodeSelector\x12D\n" +
+	"\rnode_selector\x18\x03 \x03(\v2\x1f.splitsched.v1.NodeSelectorTermR\fnodeSelector\x126\n" +
+	"\x06config\x18\x04 \x03(\v2\x1e.splitsched.v1.AllocatedConfigR\x06config\"l\n" +
+	"\vConsumerRef\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12\x1b\n" +
+	"\tapi_group\x18\x04 \x01(\tR\bapiGroup\"\xf0\x03\n" +
+	"\rResourceClaim\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\tR\x03uid\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x128\n" +
+	"\brequests\x18\x05 \x03(\v2\x1c.splitsched.v1.DeviceRequestR\brequests\x12?\n" +
+	"\vconstraints\x18\x06 \x03(\v2\x1d.splitsched.v1.MatchAttributeR\vconstraints\x122\n" +
+	"\x06config\x18\a \x03(\v2\x1a.splitsched.v1.ClaimConfigR\x06config\x12?\n" +
+	"\n" +
+	"allocation\x18\b \x01(\v2\x1f.splitsched.v1.DeviceAllocationR\n" +
+	"allocation\x12=\n" +
+	"\freserved_for\x18\t \x03(\v2\x1a.splitsched.v1.ConsumerRefR\vreservedFor\x12\x1a\n" +
+	"\bdeleting\x18\n" +
+	" \x01(\bR\bdeleting\x12%\n" +
+	"\x0einvalid_reason\x18\v \x01(\tR\rinvalidReasonBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
 
 var (
 	file_splitsched_v1_types_proto_rawDescOnce sync.Once
@@ -2798,7 +4034,7 @@ func file_splitsched_v1_types_proto_rawDescGZIP() []byte {
 	return file_splitsched_v1_types_proto_rawDescData
 }
 
-var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_splitsched_v1_types_proto_goTypes = []any{
 	(*PodRef)(nil),                      // 0: splitsched.v1.PodRef
 	(*Taint)(nil),                       // 1: splitsched.v1.Taint
@@ -2822,30 +4058,46 @@ var file_splitsched_v1_types_proto_goTypes = []any{
 	(*ContainerImage)(nil),              // 19: splitsched.v1.ContainerImage
 	(*Namespace)(nil),                   // 20: splitsched.v1.Namespace
 	(*Pod)(nil),                         // 21: splitsched.v1.Pod
-	(*PodVolume)(nil),                   // 22: splitsched.v1.PodVolume
-	(*VolumeBinding)(nil),               // 23: splitsched.v1.VolumeBinding
-	(*ObjectRef)(nil),                   // 24: splitsched.v1.ObjectRef
-	(*TopologySelectorRequirement)(nil), // 25: splitsched.v1.TopologySelectorRequirement
-	(*TopologySelectorTerm)(nil),        // 26: splitsched.v1.TopologySelectorTerm
-	(*PersistentVolumeClaim)(nil),       // 27: splitsched.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),            // 28: splitsched.v1.PersistentVolume
-	(*StorageClass)(nil),                // 29: splitsched.v1.StorageClass
-	(*CSINode)(nil),                     // 30: splitsched.v1.CSINode
-	(*PodDisruptionBudget)(nil),         // 31: splitsched.v1.PodDisruptionBudget
-	nil,                                 // 32: splitsched.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 33: splitsched.v1.Container.RequestsEntry
-	nil,                                 // 34: splitsched.v1.Node.LabelsEntry
-	nil,                                 // 35: splitsched.v1.Node.AnnotationsEntry
-	nil,                                 // 36: splitsched.v1.Node.AllocatableEntry
-	nil,                                 // 37: splitsched.v1.Namespace.LabelsEntry
-	nil,                                 // 38: splitsched.v1.Pod.LabelsEntry
-	nil,                                 // 39: splitsched.v1.Pod.AnnotationsEntry
-	nil,                                 // 40: splitsched.v1.Pod.OverheadEntry
-	nil,                                 // 41: splitsched.v1.Pod.PodRequestsEntry
-	nil,                                 // 42: splitsched.v1.Pod.NodeSelectorEntry
-	nil,                                 // 43: splitsched.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 44: splitsched.v1.CSINode.AllocatableEntry
-	(*timestamppb.Timestamp)(nil),       // 45: google.protobuf.Timestamp
+	(*PodResourceClaim)(nil),            // 22: splitsched.v1.PodResourceClaim
+	(*PodVolume)(nil),                   // 23: splitsched.v1.PodVolume
+	(*VolumeBinding)(nil),               // 24: splitsched.v1.VolumeBinding
+	(*ObjectRef)(nil),                   // 25: splitsched.v1.ObjectRef
+	(*TopologySelectorRequirement)(nil), // 26: splitsched.v1.TopologySelectorRequirement
+	(*TopologySelectorTerm)(nil),        // 27: splitsched.v1.TopologySelectorTerm
+	(*PersistentVolumeClaim)(nil),       // 28: splitsched.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 29: splitsched.v1.PersistentVolume
+	(*StorageClass)(nil),                // 30: splitsched.v1.StorageClass
+	(*CSINode)(nil),                     // 31: splitsched.v1.CSINode
+	(*PodDisruptionBudget)(nil),         // 32: splitsched.v1.PodDisruptionBudget
+	(*DeviceAttribute)(nil),             // 33: splitsched.v1.DeviceAttribute
+	(*Device)(nil),                      // 34: splitsched.v1.Device
+	(*ResourceSlice)(nil),               // 35: splitsched.v1.ResourceSlice
+	(*DeviceClass)(nil),                 // 36: splitsched.v1.DeviceClass
+	(*DeviceRequestSpec)(nil),           // 37: splitsched.v1.DeviceRequestSpec
+	(*DeviceRequest)(nil),               // 38: splitsched.v1.DeviceRequest
+	(*MatchAttribute)(nil),              // 39: splitsched.v1.MatchAttribute
+	(*ClaimConfig)(nil),                 // 40: splitsched.v1.ClaimConfig
+	(*DeviceResult)(nil),                // 41: splitsched.v1.DeviceResult
+	(*AllocatedConfig)(nil),             // 42: splitsched.v1.AllocatedConfig
+	(*DeviceAllocation)(nil),            // 43: splitsched.v1.DeviceAllocation
+	(*ConsumerRef)(nil),                 // 44: splitsched.v1.ConsumerRef
+	(*ResourceClaim)(nil),               // 45: splitsched.v1.ResourceClaim
+	nil,                                 // 46: splitsched.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 47: splitsched.v1.Container.RequestsEntry
+	nil,                                 // 48: splitsched.v1.Node.LabelsEntry
+	nil,                                 // 49: splitsched.v1.Node.AnnotationsEntry
+	nil,                                 // 50: splitsched.v1.Node.AllocatableEntry
+	nil,                                 // 51: splitsched.v1.Namespace.LabelsEntry
+	nil,                                 // 52: splitsched.v1.Pod.LabelsEntry
+	nil,                                 // 53: splitsched.v1.Pod.AnnotationsEntry
+	nil,                                 // 54: splitsched.v1.Pod.OverheadEntry
+	nil,                                 // 55: splitsched.v1.Pod.PodRequestsEntry
+	nil,                                 // 56: splitsched.v1.Pod.NodeSelectorEntry
+	nil,                                 // 57: splitsched.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 58: splitsched.v1.CSINode.AllocatableEntry
+	nil,                                 // 59: splitsched.v1.Device.AttributesEntry
+	nil,                                 // 60: splitsched.v1.Device.CapacityEntry
+	(*timestamppb.Timestamp)(nil),       // 61: google.protobuf.Timestamp
 }
 var file_splitsched_v1_types_proto_depIdxs = []int32{
 	3,  // 0: splitsched.v1.NodeSelectorTerm.match_expressions:type_name -> splitsched.v1.NodeSelectorRequirement
@@ -2853,7 +4105,7 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	4,  // 2: splitsched.v1.PreferredSchedulingTerm.preference:type_name -> splitsched.v1.NodeSelectorTerm
 	4,  // 3: splitsched.v1.NodeAffinity.required:type_name -> splitsched.v1.NodeSelectorTerm
 	5,  // 4: splitsched.v1.NodeAffinity.preferred:type_name -> splitsched.v1.PreferredSchedulingTerm
-	32, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
+	46, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
 	7,  // 6: splitsched.v1.LabelSelector.match_expressions:type_name -> splitsched.v1.LabelSelectorRequirement
 	8,  // 7: splitsched.v1.PodAffinityTerm.label_selector:type_name -> splitsched.v1.LabelSelector
 	8,  // 8: splitsched.v1.PodAffinityTerm.namespace_selector:type_name -> splitsched.v1.LabelSelector
@@ -2861,45 +4113,62 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	9,  // 10: splitsched.v1.PodAffinity.required:type_name -> splitsched.v1.PodAffinityTerm
 	10, // 11: splitsched.v1.PodAffinity.preferred:type_name -> splitsched.v1.WeightedPodAffinityTerm
 	8,  // 12: splitsched.v1.TopologySpreadConstraint.label_selector:type_name -> splitsched.v1.LabelSelector
-	33, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
+	47, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
 	13, // 14: splitsched.v1.Container.host_ports:type_name -> splitsched.v1.HostPort
-	34, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
-	35, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
+	48, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
+	49, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
 	1,  // 17: splitsched.v1.Node.taints:type_name -> splitsched.v1.Taint
-	36, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
+	50, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
 	17, // 19: splitsched.v1.Node.conditions:type_name -> splitsched.v1.NodeCondition
 	19, // 20: splitsched.v1.Node.images:type_name -> splitsched.v1.ContainerImage
-	37, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
-	38, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
-	39, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
+	51, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
+	52, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
+	53, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
 	14, // 24: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
 	14, // 25: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
-	40, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
-	41, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
-	42, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
+	54, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
+	55, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
+	56, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
 	6,  // 29: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
 	11, // 30: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
 	11, // 31: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
 	2,  // 32: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
 	12, // 33: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
-	45, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	61, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	15, // 35: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
 	16, // 36: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
-	45, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
-	22, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
-	25, // 39: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
-	8,  // 40: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
-	43, // 41: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
-	4,  // 42: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
-	24, // 43: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
-	26, // 44: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
-	44, // 45: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
-	8,  // 46: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	61, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
+	23, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
+	22, // 39: splitsched.v1.Pod.resource_claims:type_name -> splitsched.v1.PodResourceClaim
+	26, // 40: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
+	8,  // 41: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
+	57, // 42: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
+	4,  // 43: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
+	25, // 44: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
+	27, // 45: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
+	58, // 46: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
+	8,  // 47: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
+	59, // 48: splitsched.v1.Device.attributes:type_name -> splitsched.v1.Device.AttributesEntry
+	60, // 49: splitsched.v1.Device.capacity:type_name -> splitsched.v1.Device.CapacityEntry
+	4,  // 50: splitsched.v1.Device.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	4,  // 51: splitsched.v1.ResourceSlice.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	34, // 52: splitsched.v1.ResourceSlice.devices:type_name -> splitsched.v1.Device
+	37, // 53: splitsched.v1.DeviceRequest.exactly:type_name -> splitsched.v1.DeviceRequestSpec
+	37, // 54: splitsched.v1.DeviceRequest.first_available:type_name -> splitsched.v1.DeviceRequestSpec
+	41, // 55: splitsched.v1.DeviceAllocation.results:type_name -> splitsched.v1.DeviceResult
+	4,  // 56: splitsched.v1.DeviceAllocation.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	42, // 57: splitsched.v1.DeviceAllocation.config:type_name -> splitsched.v1.AllocatedConfig
+	38, // 58: splitsched.v1.ResourceClaim.requests:type_name -> splitsched.v1.DeviceRequest
+	39, // 59: splitsched.v1.ResourceClaim.constraints:type_name -> splitsched.v1.MatchAttribute
+	40, // 60: splitsched.v1.ResourceClaim.config:type_name -> splitsched.v1.ClaimConfig
+	43, // 61: splitsched.v1.ResourceClaim.allocation:type_name -> splitsched.v1.DeviceAllocation
+	44, // 62: splitsched.v1.ResourceClaim.reserved_for:type_name -> splitsched.v1.ConsumerRef
+	33, // 63: splitsched.v1.Device.AttributesEntry.value:type_name -> splitsched.v1.DeviceAttribute
+	64, // [64:64] is the sub-list for method output_type
+	64, // [64:64] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_types_proto_init() }
@@ -2909,13 +4178,19 @@ func file_splitsched_v1_types_proto_init() {
 	}
 	file_splitsched_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
 	file_splitsched_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
+	file_splitsched_v1_types_proto_msgTypes[33].OneofWrappers = []any{
+		(*DeviceAttribute_Int)(nil),
+		(*DeviceAttribute_Bool)(nil),
+		(*DeviceAttribute_String_)(nil),
+		(*DeviceAttribute_Version)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_types_proto_rawDesc), len(file_splitsched_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
