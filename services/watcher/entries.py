@@ -282,6 +282,7 @@ def raw_pod_fingerprint(obj: dict[str, Any]) -> bytes:
                 meta.get("creationTimestamp"),
                 obj.get("spec"),
                 status.get("nominatedNodeName"),
+                status.get("resourceClaimStatuses"),
             )
         )
     except orjson.JSONEncodeError:

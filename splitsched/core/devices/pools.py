@@ -19,10 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from splitsched.core import models
 from splitsched.core.devices import model, nodes
 from splitsched.core.devices.selectors import CelDevice
+
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +64,14 @@ class Pool:
 
 class Inventory:
     """Every ResourceSlice, with each device's compiled view kept until its slice changes
-    (so a selector's verdict on a device is computed once, not once per pod and node)."""
+    (so a selector's verdict on a device is computed once, not once per pod and node).
+    Indexed so that one node's pools are found without looking at other nodes' slices."""
 
     def __init__(self, slices: Iterable[model.ResourceSlice] = ()) -> None:
         self._slices: dict[str, tuple[model.ResourceSlice, tuple[CelDevice, ...]]] = {}
+        self._of_node: dict[str, set[str]] = {}  # node-local slices by node name
+        self._shared: set[str] = set()  # slices that may serve any node
+        self._of_pool: dict[tuple[str, str], set[str]] = {}
         for s in slices:
             self.upsert(s)
 
@@ -72,11 +79,23 @@ class Inventory:
         kept = self._slices.get(slice_.name)
         if kept is not None and kept[0] == slice_:
             return
+        self.remove(slice_.name)
         views = tuple(CelDevice(slice_.driver, d) for d in slice_.devices)
         self._slices[slice_.name] = (slice_, views)
+        if slice_.node_name:
+            self._of_node.setdefault(slice_.node_name, set()).add(slice_.name)
+        else:
+            self._shared.add(slice_.name)
+        self._of_pool.setdefault((slice_.driver, slice_.pool), set()).add(slice_.name)
 
     def remove(self, name: str) -> None:
-        self._slices.pop(name, None)
+        kept = self._slices.pop(name, None)
+        if kept is None:
+            return
+        s = kept[0]
+        _discard(self._of_node, s.node_name, name)
+        self._shared.discard(name)
+        _discard(self._of_pool, (s.driver, s.pool), name)
 
     def __len__(self) -> int:
         return len(self._slices)
@@ -85,7 +104,8 @@ class Inventory:
         """The pools `node` can use devices from, in the allocator's order."""
         by_pool: dict[tuple[str, str], list[tuple[model.ResourceSlice, tuple[CelDevice, ...]]]]
         by_pool = {}
-        for s, views in self._slices.values():
+        for name in (*self._of_node.get(node.name, ()), *self._shared):
+            s, views = self._slices[name]
             if _slice_counts(s, node):
                 by_pool.setdefault((s.driver, s.pool), []).append((s, views))
         pools = []
@@ -111,7 +131,7 @@ class Inventory:
         kept = sorted((p for p in relevant if p[0].generation == generation), key=_by_name)
         expected = kept[0][0].slice_count
         if len(kept) != expected:
-            everywhere = [s for s, _ in self._slices.values() if (s.driver, s.pool) == key]
+            everywhere = [self._slices[n][0] for n in self._of_pool.get(key, ())]
             if any(s.generation > generation for s in everywhere):
                 return None  # obsolete: a newer generation is being published
             if sum(s.generation == generation for s in everywhere) != expected:
@@ -127,6 +147,14 @@ class Inventory:
                 if candidate is not None:
                     candidates.append(candidate)
         return Pool(driver, name, tuple(candidates))
+
+
+def _discard(index: dict[_K, set[str]], key: _K, name: str) -> None:
+    names = index.get(key)
+    if names is not None:
+        names.discard(name)
+        if not names:
+            del index[key]
 
 
 def _by_name(entry: tuple[model.ResourceSlice, tuple[CelDevice, ...]]) -> str:

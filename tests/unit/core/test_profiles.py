@@ -222,9 +222,9 @@ def test_our_plugins_implement_the_points_kube_scheduler_gives_them() -> None:
         ("VolumeBinding", "preScore"): "kube only", ("VolumeBinding", "score"): "kube only",
         # ours pre-scores to skip pods whose images no node has (it follows its Score).
         ("ImageLocality", "preScore"): "ours only",
-        # DRA in progress: ours runs PreFilter (the pod's claims, or why it waits) and
-        # kube's PostFilter words; no allocation yet, so no Filter, Score or Reserve
-        **{("DynamicResources", p): "kube only" for p in ("filter", "score", "reserve")},
+        # DRA in progress: ours runs PreFilter and Filter (each node's answer) and kube's
+        # PostFilter words; no allocation is written yet, so no Score or Reserve
+        **{("DynamicResources", p): "kube only" for p in ("score", "reserve")},
     }  # fmt: skip
     protocols = {
         "preFilter": framework.PreFilterPlugin, "filter": framework.FilterPlugin,
@@ -246,14 +246,17 @@ def test_our_plugins_implement_the_points_kube_scheduler_gives_them() -> None:
 
 
 def test_pods_without_volumes_run_the_profile_less_the_volume_plugins() -> None:
-    """The four volume plugins SKIP a pod without volumes at PreFilter and Reserve; the
-    profile such a pod runs leaves them out, so they cost it nothing."""
+    """The four volume plugins and DynamicResources SKIP a pod without volumes or claims
+    at PreFilter and Reserve; the profile such a pod runs leaves them out, so they cost it
+    nothing (DynamicResources' PostFilter words stay)."""
     profile = profiles.build_profile({})
     lean = profile.without_volume_plugins()
-    volume_plugins = {"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"}
+    volume_plugins = {"VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone",
+                      "DynamicResources"}  # fmt: skip
     assert {p.name for p in profile.filter} - {p.name for p in lean.filter} == volume_plugins
     assert not {p.name for p in lean.pre_filter} & volume_plugins
     assert lean.reserve == [] and lean.score is profile.score
+    assert "DynamicResources" in {p.name for p in lean.post_filter}
     assert profile.without_volume_plugins() is lean  # built once ...
     profile.reserve.append(NodeResourcesFit({}))  # type: ignore[arg-type]
     rebuilt = profile.without_volume_plugins()  # ... and again when a list changes

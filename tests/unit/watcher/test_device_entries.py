@@ -116,3 +116,26 @@ def test_the_device_resources_are_optional_and_scoped_as_kube_scopes_them() -> N
         "resourceclaims": (True, True),
     }
     assert all(r.path.startswith("/apis/resource.k8s.io/v1/") for r in listwatch.DEVICES)
+
+
+def test_a_pods_claim_status_is_a_delta_not_absorbed() -> None:
+    """kube-controller-manager records the claim it made from a template in the pod's
+    status.resourceClaimStatuses: the scheduler must see that update to find the claim."""
+    conv = entries.Converter()
+    hub = ring.ClusterHub(ring_size=10, first_sequence=1)
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ml", "uid": "u-p", "resourceVersion": "1"},
+        "spec": {"containers": [{"name": "c"}],
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one"}]},
+        "status": {"phase": "Pending"},
+    }  # fmt: skip
+    first = conv.pod(pod, NOW)
+    assert first is not None and hub.upsert(first) == ring.ADDED
+    made = copy.deepcopy(pod)
+    made["metadata"]["resourceVersion"] = "2"
+    made["status"]["resourceClaimStatuses"] = [{"name": "gpu", "resourceClaimName": "p-gpu-x"}]
+    assert entries.raw_pod_fingerprint(made) != first.raw_fingerprint
+    second = conv.pod(made, NOW)
+    assert second is not None and hub.upsert(second) == ring.MODIFIED
+    event = watcher_pb2.ClusterEvent.FromString(ring._header(2, ring.MODIFIED) + second.body)
+    assert [c.claim_name for c in event.pod.resource_claims] == ["p-gpu-x"]

@@ -1,0 +1,104 @@
+"""DynamicResources' Filter through the algorithm: each node's answer for a pod with
+ResourceClaims, in kube-scheduler's words, as Explain shows it and as the pod's wait says.
+Until the binder writes allocations, no node passes; the nodes where the claims could be
+allocated say exactly that."""
+
+from __future__ import annotations
+
+import random
+
+from splitsched.core import algorithm, models, profiles
+from splitsched.core.cache import SchedulerCache
+from splitsched.core.devices import judge, model
+from splitsched.core.plugins.dynamic_resources import NOT_YET
+from tests.support.devices import device, name_is, node_slice
+
+GI = 2**30
+GPU_CLASS = model.DeviceClass("gpu", ('device.driver == "driver-a"',))
+
+
+def node(name: str) -> models.Node:
+    allocatable = {models.CPU: 4000, models.MEMORY: 8 * GI, models.PODS: 110}
+    return models.Node(name, labels={"kubernetes.io/hostname": name}, allocatable=allocatable)
+
+
+def gpu_claim(name: str, *selectors: str, **fields: object) -> model.ResourceClaim:
+    request = model.DeviceRequest("gpu", model.RequestSpec("gpu", "gpu", selectors))
+    return model.ResourceClaim("ml", name, f"uid-{name}", requests=(request,), **fields)  # type: ignore[arg-type]
+
+
+def setup(*claims: model.ResourceClaim) -> algorithm.FrameworkAlgorithm:
+    cache = SchedulerCache()
+    for n in ("node-1", "node-2", "node-3"):
+        cache.add_node(node(n))
+    view = cache.table.devices
+    view.set(GPU_CLASS)
+    view.set(node_slice("s1", "node-1", device("gpu-0", model="A100")))
+    view.set(node_slice("s2", "node-2", device("gpu-0", model="T4"), pool="pool-2"))
+    for c in claims:
+        view.set(c)
+    return algorithm.FrameworkAlgorithm(
+        cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(1)
+    )
+
+
+def pod(*claims: str) -> models.Pod:
+    return models.Pod(
+        "uid-p", "ml", "p", scheduler_name=profiles.DEFAULT_SCHEDULER_NAME,
+        resource_claims=tuple(models.PodResourceClaim(c, c) for c in claims),
+    )  # fmt: skip
+
+
+def reasons_by_node(algo: algorithm.FrameworkAlgorithm, p: models.Pod) -> dict[str, str]:
+    explanation = algo.explain(p)
+    out = {}
+    for rejection in explanation.rejections:
+        if rejection.plugin == "DynamicResources":
+            for row, reasons in zip(rejection.rows, rejection.reasons, strict=True):
+                out[algo.table.names[row]] = reasons[0]
+    return out
+
+
+def test_each_node_says_whether_the_claims_could_be_allocated_there() -> None:
+    a100 = 'device.attributes["driver-a"].model == "A100"'
+    algo = setup(gpu_claim("c1", a100))
+    assert reasons_by_node(algo, pod("c1")) == {
+        "node-1": NOT_YET,
+        "node-2": judge.CANNOT_ALLOCATE,
+        "node-3": judge.CANNOT_ALLOCATE,
+    }
+    result = algo.schedule(pod("c1"))
+    assert result.bind is None and result.wait is not None
+
+
+def test_a_device_another_claim_holds_is_not_free() -> None:
+    held = model.Allocation(
+        (model.DeviceResult("gpu", "driver-a", "pool-1", "gpu-0"),), name_is("node-1")
+    )
+    algo = setup(gpu_claim("other", allocation=held), gpu_claim("c1"))
+    reasons = reasons_by_node(algo, pod("c1"))
+    assert reasons["node-1"] == judge.CANNOT_ALLOCATE
+    assert reasons["node-2"] == NOT_YET
+
+
+def test_an_allocated_claim_is_usable_only_where_its_devices_are() -> None:
+    held = model.Allocation(
+        (model.DeviceResult("gpu", "driver-a", "pool-1", "gpu-0"),), name_is("node-1")
+    )
+    algo = setup(gpu_claim("c1", allocation=held))
+    reasons = reasons_by_node(algo, pod("c1"))
+    assert reasons["node-1"] == NOT_YET
+    assert reasons["node-2"] == reasons["node-3"] == judge.NOT_AVAILABLE
+
+
+def test_a_selector_error_is_every_nodes_answer_and_nothing_crashes() -> None:
+    algo = setup(gpu_claim("c1", 'device.attributes["driver-a"].healthy'))
+    expected = "claim ml/c1: selector #0: CEL runtime error: no such key: healthy"
+    assert set(reasons_by_node(algo, pod("c1")).values()) == {expected}
+
+
+def test_pods_without_claims_are_not_judged() -> None:
+    algo = setup()
+    plain = models.Pod("uid-w", "ml", "web", scheduler_name=profiles.DEFAULT_SCHEDULER_NAME)
+    assert algo.schedule(plain).bind is not None
+    assert "DynamicResources" not in {r.plugin for r in algo.explain(plain).rejections}
