@@ -126,6 +126,7 @@ class Reflector:
         self.backoff_max = backoff_max
         self.synced = False
         self.resource_version = ""
+        self._unserved = False  # the last LIST of an optional resource was refused
         self._convert = {
             ring.NODE: converter.node,
             ring.POD: converter.pod,
@@ -186,15 +187,18 @@ class Reflector:
 
     async def _not_served(self, status: int) -> str:
         """An optional resource this API server does not serve, or not to us: synced,
-        empty, and asked for again later."""
-        if not self.synced:
+        empty (what an earlier list showed is deleted downstream: the API was turned off or
+        the right revoked), and asked for again later."""
+        if not self._unserved:
             why = (
                 "not served by this API server" if status == 404
                 else "forbidden: the watcher's role lacks get/list/watch on it"
             )  # fmt: skip
             log.warning("%s: %s (%s); counted as none, listing again every %.0fs",
                         self.resource.name, why, self.resource.path, NOT_SERVED_RETRY)  # fmt: skip
-            self.hub.replace(self.resource.kind, [])
+            self._unserved = True
+        self.hub.replace(self.resource.kind, [])
+        if not self.synced:
             self.synced = True
             if self.on_synced:
                 self.on_synced()
@@ -232,6 +236,7 @@ class Reflector:
             if not cont:
                 self.resource_version = str(meta.get("resourceVersion") or "")
                 break
+        self._unserved = False
         counts = self.hub.replace(self.resource.kind, items)
         for t, n in counts.items():
             self.metrics.events.labels(self.resource.name, _TYPE_NAMES[t]).inc(n)

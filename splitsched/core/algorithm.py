@@ -24,6 +24,7 @@ import numpy as np
 
 from splitsched.core import fit_error, framework, models, nominated_rooms, storage, whatif
 from splitsched.core.cache import SchedulerCache
+from splitsched.core.filter_pass import run_filters
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominated_rooms import NOMINATED_PODS
 from splitsched.core.nominator import Nominator
@@ -162,16 +163,7 @@ class FrameworkAlgorithm:
             rejected_by[~named] = past + fit_error.LEFT_OUT
             mask &= named
             filters = filters if mask.any() else ()
-        for i, plugin in enumerate(filters):
-            if plugin.name in state.skip_filter:
-                continue
-            fits = plugin.filter(state, pod, self.table)
-            newly = mask & ~fits
-            if newly.any():
-                rejected_by[newly] = i
-                mask &= fits
-                if not mask.any():
-                    break
+        run_filters(filters, state, pod, self.table, mask, rejected_by)
         if nominated and self.nominator and mask.any():
             self._keep_nominated_rooms(profile, pod, mask, rejected_by)
         return mask, rejected_by
@@ -332,6 +324,8 @@ class FrameworkAlgorithm:
             )  # fmt: skip
         mask, rejected_by = self._filter(profile, state, pod, self._suggested_mask(suggested_nodes))
         feasible = np.flatnonzero(mask)
+        if feasible.size == 0 and state.filter_error is not None:  # kube: no PostFilter
+            return ScheduleResult(wait=scheduler_error(*state.filter_error, self.table.n))
         if feasible.size == 0:
             why = self._rejections(profile, state, pod, rejected_by)
             return fit_error.post_filter(

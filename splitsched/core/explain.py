@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from splitsched.core import framework, models
+from splitsched.core import filter_pass, framework, models
 from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.results import Explanation, PluginRejections
 
@@ -93,7 +93,14 @@ def _filter_rejections(
     for plugin in profile.filter:
         if plugin.name in state.skip_filter:
             continue
-        fits = plugin.filter(state, pod, table)
+        try:
+            fits = plugin.filter(state, pod, table)
+        except framework.FilterError as exc:  # the cycle's error: every node's answer
+            rows = np.arange(table.n, dtype=np.int64)
+            message = (filter_pass.error_message(plugin.name, exc),)
+            out.append(PluginRejections(plugin.name, rows, [message] * rows.size, False))
+            mask[:] = False
+            continue
         rows = np.flatnonzero(~fits)
         if rows.size == 0:
             continue

@@ -92,7 +92,7 @@ class NodeSubset:
 class CycleState:
     """Per-pod scratch space shared by the plugins of one scheduling cycle."""
 
-    __slots__ = ("_data", "node_subset", "skip_filter", "skip_score")
+    __slots__ = ("_data", "filter_error", "node_subset", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -100,6 +100,8 @@ class CycleState:
         self.skip_score: set[str] = set()
         #: Set by PreFilter when a plugin named the only nodes worth filtering.
         self.node_subset: NodeSubset | None = None
+        #: (plugin, kube's message) when a Filter plugin raised `FilterError`.
+        self.filter_error: tuple[str, str] | None = None
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -181,6 +183,24 @@ class FilterPlugin(Protocol):
     ) -> list[tuple[str, ...]]:
         """For each given row (rows this plugin rejected), why: kube-scheduler's wording,
         e.g. ("Insufficient cpu",) or ("node(s) didn't match Pod's node affinity/selector",)."""
+        ...
+
+
+class FilterError(Exception):
+    """A Filter plugin's error, not a verdict on nodes (kube's Filter Error status): the
+    cycle fails as kube's does, `running "<plugin>" filter plugin: <message>`, without
+    PostFilter, and the pod is tried again after a backoff."""
+
+
+@runtime_checkable
+class FilterWithin(Protocol):
+    """A Filter plugin that costs much per node judges only the rows still feasible when
+    its turn comes, as kube runs a Filter only on nodes the earlier ones passed."""
+
+    def filter_within(
+        self, state: CycleState, pod: models.Pod, table: NodeTable, rows: BoolArray
+    ) -> BoolArray:
+        """As `filter`, but rows outside `rows` may be answered False without judging."""
         ...
 
 

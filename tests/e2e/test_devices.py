@@ -8,7 +8,6 @@ the test checks that none is, and that Explain says why, node by node.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -110,8 +109,16 @@ def test_a_pod_with_a_claim_template_is_judged_node_by_node_and_not_bound(
     reasons = node_reasons(resp)
     others = {n: r for n, r in reasons.items() if n in e2e_nodes and n != gpu_node}
     assert others and all(r == {judge.CANNOT_ALLOCATE} for r in others.values()), others
-    assert resp.feasible_nodes == 0
-    time.sleep(2.0)  # the scheduler had its chances: still nobody bound it
+    assert resp.feasible_nodes == 0 and resp.state == scheduler_pb2.WAITING
+
+    def verdict() -> list[str]:  # the cycle's verdict, written: the pod was not bound
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=trainer")
+        return [str(e.reason) for e in events.items if NOT_YET in str(e.message)]
+
+    verdicts = kube.wait_for(verdict, timeout=30, message="the pod's FailedScheduling event")
+    assert set(verdicts) == {"FailedScheduling"}
+    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=trainer")
+    assert "Scheduled" not in {e.reason for e in events.items}
     assert not core.read_namespaced_pod("trainer", namespace).spec.node_name
 
 

@@ -1,11 +1,14 @@
-"""Whether a pod's ResourceClaims can be met on each node: kube-scheduler's
-DynamicResources Filter, one answer per node table row, in its words.
+"""Whether a pod's ResourceClaims can be met on one node: kube-scheduler's
+DynamicResources Filter, in its words.
 
-A claim already allocated must be usable from the node (its allocation's node selector);
-the claims still to allocate must all be allocated there at once (`allocator.allocate`,
-with the devices other claims hold taken). A problem with the claims themselves (a CEL
-selector that fails, a claim past its device limit) is the same on every node, so the
-first one found is every node's answer and the search stops there.
+The claims still to allocate must all be allocated there at once (`allocator.allocate`,
+with the devices other claims hold taken); the claims already allocated must be usable
+from the node (their allocation's node selector). As in kube, the allocator speaks first:
+its error, "invalid resource pools were encountered" or "cannot allocate all claims" wins
+over "resourceclaim not available on the node", which a node gets only where the new
+claims would fit. A problem with the claims themselves (a CEL selector that fails, a claim
+past its device limit) is not a verdict on the node: `allocator.AllocationError` is
+raised, and the plugin fails the cycle with it, as kube's Filter returns an Error.
 """
 
 from __future__ import annotations
@@ -36,39 +39,27 @@ class PodClaims:
         )
 
 
-def judge_nodes(
-    claims: PodClaims, nodes_: Sequence[models.Node], view: DeviceView
-) -> list[tuple[str, model.Allocation | None]]:
-    """Per node: ("", None) when every claim is already usable there, ("", allocation of
-    the first claim to allocate) when the claims can be allocated there, or (reason,
-    None) when they cannot."""
-    in_use = view.in_use()
-    out: list[tuple[str, model.Allocation | None]] = []
-    for i, node in enumerate(nodes_):
-        try:
-            out.append(_judge(node, claims, view, in_use))
-        except allocator.AllocationError as exc:
-            return out + [(str(exc), None)] * (len(nodes_) - i)
-    return out
-
-
-def _judge(
+def judge_node(
     node: models.Node,
     claims: PodClaims,
     view: DeviceView,
     in_use: frozenset[tuple[str, str, str]],
-) -> tuple[str, model.Allocation | None]:
+) -> tuple[str, tuple[model.Allocation, ...]]:
+    """("", one allocation per claim to allocate) when the pod's claims can be met on the
+    node, else (kube's reason, ()). `in_use` is `view.in_use()`, taken once per pod.
+    Raises allocator.AllocationError for what is wrong with the claims themselves."""
+    allocations: tuple[model.Allocation, ...] = ()
+    if claims.to_allocate:
+        pools = view.inventory.pools_for(node)
+        try:
+            found = allocator.allocate(claims.to_allocate, pools, view.classes, in_use, node)
+        except allocator.InvalidPools as exc:
+            return str(exc), ()
+        if found is None:
+            return CANNOT_ALLOCATE, ()
+        allocations = tuple(found)
     for claim in claims.allocated:
         terms = claim.allocation.node_selector if claim.allocation is not None else None
         if terms is not None and not nodes.usable_on(node, "", False, terms):
-            return NOT_AVAILABLE, None
-    if not claims.to_allocate:
-        return "", None
-    pools = view.inventory.pools_for(node)
-    try:
-        allocations = allocator.allocate(claims.to_allocate, pools, view.classes, in_use, node)
-    except allocator.InvalidPools as exc:
-        return str(exc), None
-    if allocations is None:
-        return CANNOT_ALLOCATE, None
-    return "", allocations[0]
+            return NOT_AVAILABLE, ()
+    return "", allocations

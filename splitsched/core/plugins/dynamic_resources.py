@@ -4,13 +4,14 @@ reads them, and what it says when a pod fits nowhere.
 PreFilter finds each of the pod's claims in the view (`splitsched.core.devices`), in kube's
 words when it cannot: a claim not made from its template yet, not found, being deleted, or
 a request naming a DeviceClass that does not exist; the pod then waits, Unschedulable and
-Unresolvable, until a claim or class event requeues it. Filter judges every node as kube's
-does (`devices.judge`): "resourceclaim not available on the node", "cannot allocate all
-claims", a selector's error. For now no node passes, and the nodes where the claims could
-be allocated say so: the binder does not yet write allocations (the step before the
-Binding that kube's PreBind is), and a pod bound without its claims allocated and
-reserved would never start. Explain shows each node's answer. Pods without claims skip
-the plugin.
+Unresolvable, until a claim or class event requeues it. Filter judges the nodes every
+other filter passed, as kube's does (`devices.judge`): "resourceclaim not available on the
+node", "cannot allocate all claims"; a claims' error (a selector that fails) fails the
+cycle, as kube's Error does (`framework.FilterError`). For now no node passes, and the
+nodes where the claims could be allocated say so: the binder does not yet write
+allocations (the step before the Binding that kube's PreBind is), and a pod bound without
+its claims allocated and reserved would never start. Explain shows each node's answer.
+Pods without claims skip the plugin.
 
 kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
 DefaultPreemption (freeing an idle claim beats evicting a pod); for a pod without claims
@@ -25,14 +26,15 @@ words stay the same whatever rejected the pod.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
 from splitsched.core import framework, models
-from splitsched.core.devices.judge import PodClaims, judge_nodes
+from splitsched.core.devices.allocator import AllocationError
+from splitsched.core.devices.judge import PodClaims, judge_node
 from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.plugins import basics
@@ -44,26 +46,32 @@ NOT_YET = (
 )
 _E = framework.ClusterEvent
 _CLAIMS = "PreFilterDynamicResources"
-_FOUND = "FilterDynamicResources"
+_ANSWERS = "FilterDynamicResources"
 
 
-@dataclass(frozen=True, slots=True)
-class _Found:
-    """Filter's answer for one node table: which rows pass, and why each other fails."""
+@dataclass(slots=True)
+class _Answers:
+    """This cycle's answers, kept per row as the rows are judged: the reason each fails
+    for, or the claims' error (which fails the cycle, and is then every row's answer)."""
 
     table: NodeTable
-    n: int
-    mask: BoolArray
-    reasons: tuple[str, ...]
+    claims: PodClaims | str  # a str: PreFilter's reason (the state was not written)
+    in_use: frozenset[tuple[str, str, str]]
+    reasons: dict[int, str] = field(default_factory=dict)
+    error: str = ""
 
 
 class DynamicResources(basics.NoArgs):
     name: ClassVar[str] = "DynamicResources"
     resolvable_by_preemption: ClassVar[bool] = False
     volumes_only: ClassVar[bool] = True  # skipped whole for pods without volumes or claims
+    # Node events as kube registers them (an allocated claim's node selector and network
+    # slices' selectors read node labels); taints are left out, as kube leaves them out
+    # when queueing hints are on (its default).
     events: ClassVar[frozenset[framework.ClusterEvent]] = frozenset({
         _E.DEVICE_CLASS_ADD, _E.DEVICE_CLASS_UPDATE, _E.RESOURCE_SLICE_ADD,
         _E.RESOURCE_SLICE_UPDATE, _E.RESOURCE_CLAIM_ADD, _E.RESOURCE_CLAIM_UPDATE,
+        _E.NODE_ADD, _E.NODE_LABEL, _E.NODE_ALLOCATABLE,
     })  # fmt: skip
 
     def pre_filter(
@@ -77,31 +85,61 @@ class DynamicResources(basics.NoArgs):
         state.write(_CLAIMS, PodClaims.of(found))
         return framework.Status.success()
 
-    def _found(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> _Found:
-        """Every node's answer, computed once per cycle and table."""
-        found = state.read(_FOUND)
-        if isinstance(found, _Found) and found.table is table and found.n == table.n:
-            return found
-        claims = state.read(_CLAIMS)
-        if not isinstance(claims, PodClaims):
-            got = pod_claims(pod, table.devices)
-            claims = PodClaims.of(got if not isinstance(got, str) else ())
-        answers = judge_nodes(claims, table.nodes[: table.n], table.devices)
-        reasons = tuple(reason or NOT_YET for reason, _ in answers)
-        found = _Found(table, table.n, np.zeros(table.n, dtype=np.bool_), reasons)
-        state.write(_FOUND, found)
-        return found
-
     def filter(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> BoolArray:
+        return self.filter_within(state, pod, table, np.ones(table.n, dtype=np.bool_))
+
+    def filter_within(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: BoolArray
+    ) -> BoolArray:
+        """Judges only `rows` (the nodes every earlier filter passed), as kube runs this
+        Filter last. No row passes yet: see the module's docstring."""
         if not pod.resource_claims:
             return np.ones(table.n, dtype=np.bool_)
-        return self._found(state, pod, table).mask
+        answers = self._answers(state, pod, table)
+        self._judge(answers, np.flatnonzero(rows).tolist())
+        if answers.error:
+            raise framework.FilterError(answers.error)
+        return np.zeros(table.n, dtype=np.bool_)
 
     def failure_reasons(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
     ) -> list[tuple[str, ...]]:
-        found = self._found(state, pod, table)
-        return [(found.reasons[row],) for row in rows]
+        answers = self._answers(state, pod, table)
+        self._judge(answers, rows)
+        if answers.error:
+            return [(answers.error,)] * len(rows)
+        return [(answers.reasons[row] or NOT_YET,) for row in rows]
+
+    def _answers(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> _Answers:
+        answers = state.read(_ANSWERS)
+        if isinstance(answers, _Answers) and answers.table is table:
+            return answers
+        claims = state.read(_CLAIMS)
+        if not isinstance(claims, PodClaims):  # PreFilter did not run in this state
+            got = pod_claims(pod, table.devices)
+            claims = got if isinstance(got, str) else PodClaims.of(got)
+        answers = _Answers(table, claims, table.devices.in_use())
+        state.write(_ANSWERS, answers)
+        return answers
+
+    @staticmethod
+    def _judge(answers: _Answers, rows: Iterable[int]) -> None:
+        """Judge the rows not judged yet; the first claims' error stops it."""
+        claims, table = answers.claims, answers.table
+        for row in rows:
+            if answers.error:
+                return
+            if row in answers.reasons:
+                continue
+            if isinstance(claims, str):
+                answers.reasons[row] = claims
+                continue
+            try:
+                reason, _ = judge_node(table.nodes[row], claims, table.devices, answers.in_use)
+            except AllocationError as exc:
+                answers.error = str(exc)
+                return
+            answers.reasons[row] = reason
 
     def post_filter(
         self,

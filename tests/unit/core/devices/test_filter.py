@@ -5,11 +5,16 @@ allocated say exactly that."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
+from typing import Any
 
-from splitsched.core import algorithm, models, profiles
+import pytest
+
+from splitsched.core import algorithm, framework, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.devices import judge, model
+from splitsched.core.plugins import dynamic_resources
 from splitsched.core.plugins.dynamic_resources import NOT_YET
 from tests.support.devices import device, name_is, node_slice
 
@@ -91,10 +96,68 @@ def test_an_allocated_claim_is_usable_only_where_its_devices_are() -> None:
     assert reasons["node-2"] == reasons["node-3"] == judge.NOT_AVAILABLE
 
 
-def test_a_selector_error_is_every_nodes_answer_and_nothing_crashes() -> None:
+def test_a_selector_error_fails_the_cycle_as_kubes_filter_error_does() -> None:
+    """kube's Filter returns an Error: no node verdict, no PostFilter, a backoff."""
     algo = setup(gpu_claim("c1", 'device.attributes["driver-a"].healthy'))
-    expected = "claim ml/c1: selector #0: CEL runtime error: no such key: healthy"
+    expected = (
+        'running "DynamicResources" filter plugin: claim ml/c1: selector #0:'
+        " CEL runtime error: no such key: healthy"
+    )
     assert set(reasons_by_node(algo, pod("c1")).values()) == {expected}
+    wait = algo.schedule(pod("c1")).wait
+    assert wait is not None and wait.scheduler_error and wait.summary == expected
+
+
+def test_a_selector_that_errs_on_one_nodes_device_only_fails_the_cycle() -> None:
+    """node-1's device has the attribute and would fit; node-2's raises. kube's Filter
+    errs on node-2 and the whole cycle fails, whatever node-1 said."""
+    algo = setup(gpu_claim("c1", 'device.attributes["driver-a"].healthy'))
+    algo.table.devices.set(node_slice("s1", "node-1", device("gpu-0", healthy=True)))
+    wait = algo.schedule(pod("c1")).wait
+    assert wait is not None and wait.scheduler_error
+    assert "no such key: healthy" in wait.summary
+
+
+def test_the_allocator_speaks_before_an_allocated_claim_that_is_elsewhere() -> None:
+    """kube: "resourceclaim not available on the node" only where the new claims fit."""
+    held = model.Allocation(
+        (model.DeviceResult("gpu", "driver-a", "pool-2", "gpu-0"),), name_is("node-2")
+    )
+    a100 = 'device.attributes["driver-a"].model == "A100"'
+    algo = setup(gpu_claim("placed", allocation=held), gpu_claim("new", a100))
+    assert reasons_by_node(algo, pod("placed", "new")) == {
+        "node-1": judge.NOT_AVAILABLE,  # "new" fits here, "placed" is on node-2
+        "node-2": judge.CANNOT_ALLOCATE,  # "placed" is here, "new" does not fit
+        "node-3": judge.CANNOT_ALLOCATE,
+    }
+
+
+def test_only_the_nodes_every_other_filter_passed_are_judged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube runs DynamicResources' Filter last, on the nodes left: a cordoned node is
+    not searched for devices (at 10,000 nodes, each search counts)."""
+    judged: list[str] = []
+    real = judge.judge_node
+
+    def counting(node: models.Node, *rest: Any) -> tuple[str, tuple[model.Allocation, ...]]:
+        judged.append(node.name)
+        return real(node, *rest)
+
+    monkeypatch.setattr(f"{dynamic_resources.__name__}.judge_node", counting)
+    algo = setup(gpu_claim("c1"))
+    for name in ("node-2", "node-3"):
+        algo.cache.update_node(dataclasses.replace(node(name), unschedulable=True))
+    wait = algo.schedule(pod("c1")).wait
+    assert judged == ["node-1"]
+    assert wait is not None and "1 " + NOT_YET in wait.summary
+
+
+def test_a_node_added_or_relabelled_requeues_pods_waiting_for_devices() -> None:
+    """An allocated claim's node selector and network slices' selectors read labels."""
+    events = dynamic_resources.DynamicResources.events
+    E = framework.ClusterEvent
+    assert {E.NODE_ADD, E.NODE_LABEL, E.NODE_ALLOCATABLE} <= events
 
 
 def test_pods_without_claims_are_not_judged() -> None:
