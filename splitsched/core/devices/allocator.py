@@ -252,23 +252,28 @@ class _Search:
     def _slot(self, ci: int, ri: int, plan: Plan, left: int, start: int) -> bool:
         if left == 0:
             return self._request(ci, ri + 1)
-        claim = self.states[ci].plan.claim
+        state = self.states[ci]
+        spec, verdicts = plan.spec, plan.verdicts
+        binding = state.constraints_of(spec)
         for place in range(start, len(self.candidates)):
             self._step()
             candidate = self.candidates[place]
-            if not self._free(ci, plan.spec, candidate):
+            if not self._free(ci, spec, candidate):
                 continue
-            if not selectable(claim, plan, place, candidate):
+            verdict = verdicts[place]  # selectable()'s memo, read here on the hot path
+            if verdict is None:
+                verdict = selectable(state.plan.claim, plan, place, candidate)
+            if not verdict:
                 continue
-            if not self._constraints_admit(ci, plan.spec, candidate):
+            if binding and not all(c.admits(candidate.device) for c in binding):
                 continue
             found = False
-            touched = self._take(ci, plan.spec, candidate)
+            self._take(ci, spec, candidate, binding)
             try:
                 found = self._slot(ci, ri, plan, left - 1, place + 1)
             finally:
                 if not found:
-                    self._give_back(ci, candidate, touched)
+                    self._give_back(ci, candidate, binding)
             if found:
                 return True
         return False
@@ -279,35 +284,36 @@ class _Search:
         if index == len(plan.every):
             return self._request(ci, ri + 1)
         self._step()
+        state = self.states[ci]
         candidate = self.candidates[plan.every[index]]
         if not self._free(ci, plan.spec, candidate):
             return False
-        if not self._constraints_admit(ci, plan.spec, candidate):
+        binding = state.constraints_of(plan.spec)
+        if not all(c.admits(candidate.device) for c in binding):
             raise AllocationError(
-                f"claim {claim_label(self.states[ci].plan.claim)}, request {own_name(plan.spec)}:"
+                f"claim {claim_label(state.plan.claim)}, request {own_name(plan.spec)}:"
                 f" cannot add device {candidate.path} because a claim constraint would not be"
                 " satisfied"
             )
         found = False
-        touched = self._take(ci, plan.spec, candidate)
+        self._take(ci, plan.spec, candidate, binding)
         try:
             found = self._every(ci, ri, plan, index + 1)
         finally:
             if not found:
-                self._give_back(ci, candidate, touched)
+                self._give_back(ci, candidate, binding)
         return found
 
-    def _take(self, ci: int, spec: model.RequestSpec, candidate: Candidate) -> list[_Constraint]:
-        state = self.states[ci]
-        state.picked.append((spec, candidate))
+    def _take(
+        self, ci: int, spec: model.RequestSpec, candidate: Candidate, binding: list[_Constraint]
+    ) -> None:
+        self.states[ci].picked.append((spec, candidate))
         self.taking.setdefault(candidate.device_id, []).append(ci)
-        touched = state.constraints_of(spec)
-        for constraint in touched:
+        for constraint in binding:
             constraint.add(candidate.device)
-        return touched
 
-    def _give_back(self, ci: int, candidate: Candidate, touched: list[_Constraint]) -> None:
-        for constraint in touched:
+    def _give_back(self, ci: int, candidate: Candidate, binding: list[_Constraint]) -> None:
+        for constraint in binding:
             constraint.remove()
         holders = self.taking[candidate.device_id]
         holders.pop()
@@ -322,9 +328,6 @@ class _Search:
         if spec.admin_access:
             return ci not in holders
         return not holders and candidate.device_id not in self.allocated
-
-    def _constraints_admit(self, ci: int, spec: model.RequestSpec, candidate: Candidate) -> bool:
-        return all(c.admits(candidate.device) for c in self.states[ci].constraints_of(spec))
 
     # -- the answer ----------------------------------------------------------------------
 

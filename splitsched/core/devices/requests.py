@@ -97,17 +97,17 @@ def _plan_claim(
             _plan_request(claim, spec, pools, classes, searched) for spec in request.alternatives()
         )
         requests.append(plans)
-        fewest += min((p.need for p in plans), default=0)
-    label = claim_label(claim)
+        if plans:
+            fewest += min(p.need for p in plans)
     if fewest > model.MAX_ALLOCATION_RESULTS:
         raise AllocationError(
-            f"claim {label}: number of requested devices {fewest} exceeds the claim"
-            f" limit of {model.MAX_ALLOCATION_RESULTS}"
+            f"claim {claim_label(claim)}: number of requested devices {fewest} exceeds the"
+            f" claim limit of {model.MAX_ALLOCATION_RESULTS}"
         )
     for i, constraint in enumerate(claim.constraints):
         if not constraint.attribute:
             unsupported = "empty constraint (unsupported constraint type?)"
-            raise AllocationError(f"claim {label}, constraint #{i}: {unsupported}")
+            raise AllocationError(f"claim {claim_label(claim)}, constraint #{i}: {unsupported}")
     prioritized = tuple(r.exactly is None for r in claim.requests)
     return ClaimPlan(claim, tuple(requests), prioritized)
 
@@ -119,17 +119,21 @@ def _plan_request(
     classes: Mapping[str, model.DeviceClass],
     searched: int,
 ) -> Plan:
-    where = f"claim {claim_label(claim)}, request {own_name(spec)}"
-    for i, source in enumerate(spec.selectors):
-        if not source:
-            raise AllocationError(
-                f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)"
-            )
+    if not all(spec.selectors):
+        i = spec.selectors.index("")
+        raise AllocationError(
+            f"{_where(claim, spec)}, selector #{i}: CEL expression empty"
+            " (unsupported selector type?)"
+        )
     if not spec.device_class:
-        raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
+        raise AllocationError(
+            f"{_where(claim, spec)}: missing device class name (unsupported request type?)"
+        )
     device_class = classes.get(spec.device_class)
     if device_class is None:
-        raise AllocationError(f"{where}: could not retrieve device class {spec.device_class}")
+        raise AllocationError(
+            f"{_where(claim, spec)}: could not retrieve device class {spec.device_class}"
+        )
     compiled = (
         tuple(compile_selector(source) for source in device_class.selectors),
         tuple(compile_selector(source) for source in spec.selectors),
@@ -138,9 +142,13 @@ def _plan_request(
     if spec.mode == model.ALLOCATION_MODE_EXACT_COUNT:
         return plan
     if spec.mode != model.ALLOCATION_MODE_ALL:
-        raise AllocationError(f"{where}: unsupported count mode {spec.mode}")
-    plan.every = _every(claim, plan, pools, where)
+        raise AllocationError(f"{_where(claim, spec)}: unsupported count mode {spec.mode}")
+    plan.every = _every(claim, plan, pools, _where(claim, spec))
     return plan
+
+
+def _where(claim: model.ResourceClaim, spec: model.RequestSpec) -> str:
+    return f"claim {claim_label(claim)}, request {own_name(spec)}"
 
 
 def _every(
