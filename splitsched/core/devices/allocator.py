@@ -1,10 +1,12 @@
 """Picking devices for a pod's ResourceClaims on one node, with kube-scheduler's semantics.
 
-A depth-first search, as kube's structured allocator does it: claims in the pod's order,
-requests in the claim's order, then one device slot after another, each tried against the
-node's candidates in pool order; the first complete answer wins and every claim is
-allocated or none is. For one request, devices are tried as combinations (each next
-device after the previous one's place), so no set of devices is tried twice.
+First every claim is checked and its `All` requests' devices listed (`requests`), as
+kube's allocator does before it searches; then a depth-first search, as kube's
+structured allocator does it: claims in the pod's order, requests in the claim's order,
+then one device slot after another, each tried against the node's candidates in pool
+order; the first complete answer wins and every claim is allocated or none is. For one
+request, devices are tried as combinations (each next device after the previous one's
+place), so no set of devices is tried twice.
 
 - `ExactCount` takes `count` devices; `All` takes every device the selectors pass in the
   node's pools, and fails if one of them is in use; a pool still being published is an
@@ -16,10 +18,24 @@ device after the previous one's place), so no set of devices is tried twice.
 - `matchAttribute`: the first device sets the value the others must equal; a device
   without the attribute fails it.
 - At most 32 devices per claim; a claim that must take more is an error, and a
-  subrequest that would go past it gives way to the next.
+  subrequest that would go past it gives way to the next, as soon as that is known (the
+  devices picked before it do not change how many there are).
+
+The search is bounded: kube stops a node's allocation after DRASchedulerFilterTimeout
+(10 s), here it stops after `budget` steps (a step: one candidate tried for one device,
+or one device of an `All` request taken), counted so the answer never depends on the
+machine's speed. A step costs 0.4-0.6 µs in CPython (1.2 µs under 32 constraints), so
+`SEARCH_STEP_BUDGET`, the default, is 10-25 ms of one node's search. A search still
+going after `COUNT_DEVICES_AFTER` steps (or its whole budget, when that is smaller)
+counts the devices its claims could take (`shortfall`): claims short of devices are
+answered None there, not searched through every combination, and never time out.
 
 What can only be an answer about this node (no devices that fit) is `None`; what is wrong
-with the claims or classes themselves raises `AllocationError`, with kube's message.
+with the claims or classes themselves raises `AllocationError`, with kube's message; a
+search past its budget raises `SearchBudgetExceeded` ("timed out trying to allocate
+devices": kube v1.36's Filter turns it into an Error status "node <name>: timed out
+trying to allocate devices", which sends the pod to backoff rather than waiting for an
+event).
 """
 
 from __future__ import annotations
@@ -28,22 +44,66 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from splitsched.core import models
-from splitsched.core.devices import model
+from splitsched.core.devices import model, shortfall
 from splitsched.core.devices.pools import Candidate, Pool
-from splitsched.core.devices.selectors import SelectorError, compile_selector
+from splitsched.core.devices.requests import (
+    AllocationError,
+    ClaimPlan,
+    Plan,
+    claim_label,
+    constraint_applies,
+    own_name,
+    plan_claims,
+    selectable,
+)
+
+__all__ = [
+    "COUNT_DEVICES_AFTER",
+    "INVALID_POOLS",
+    "SEARCH_STEP_BUDGET",
+    "TIMED_OUT",
+    "AllocationError",
+    "DeviceId",
+    "InvalidPools",
+    "SearchBudgetExceeded",
+    "allocate",
+    "claim_label",
+]
 
 DeviceId = tuple[str, str, str]
 #: kube's per-node answer when nothing fit and a pool could not be trusted.
 INVALID_POOLS = "invalid resource pools were encountered"
+#: kube's words when a node's allocation runs out of time.
+TIMED_OUT = "timed out trying to allocate devices"
+#: Steps one node's search may take (see the module's docstring).
+SEARCH_STEP_BUDGET = 20_000
+#: Steps after which a search that has not ended counts the devices its claims could
+#: take (`shortfall`); most searches end sooner, and need no count.
+COUNT_DEVICES_AFTER = 64
 NAME_FIELD = "metadata.name"
-
-
-class AllocationError(Exception):
-    """The claims cannot be allocated on any node as they stand (kube: a Filter error)."""
 
 
 class InvalidPools(Exception):
     """Nothing fit on this node, and one of its pools was invalid."""
+
+
+class SearchBudgetExceeded(Exception):
+    """The search on this node took `steps` steps without an answer (kube: the Filter's
+    timeout). A node's answer, not the claims': another node may answer quickly."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__(TIMED_OUT)
+        self.steps = steps
+
+
+class _Short(Exception):
+    """The claims are short of devices on this node (`shortfall`): no search can help."""
+
+
+class _LimitReached(Exception):
+    """The request being started would take its claim past 32 devices, whichever devices
+    the requests before it took: only another subrequest before it can help (kube's
+    errAllocationResultMaxSizeExceeded)."""
 
 
 def allocate(
@@ -52,21 +112,21 @@ def allocate(
     classes: Mapping[str, model.DeviceClass],
     allocated: Collection[DeviceId],
     node: models.Node,
+    budget: int = SEARCH_STEP_BUDGET,
 ) -> list[model.Allocation] | None:
     """One allocation per claim (same order), or None when they do not fit on `node`.
 
     `allocated` holds the devices other claims hold or are being given (not those held
-    with admin access). Raises AllocationError or InvalidPools as described above."""
-    search = _Search(claims, pools, classes, allocated)
+    with admin access). Raises AllocationError, InvalidPools or SearchBudgetExceeded as
+    described above."""
+    candidates = [c for p in pools if not (p.incomplete or p.invalid_reason) for c in p.candidates]
+    plans = plan_claims(claims, pools, classes, len(candidates))
+    search = _Search(plans, candidates, allocated, budget)
     if not search.run():
         if any(p.invalid_reason for p in pools):
             raise InvalidPools(INVALID_POOLS)
         return None
-    return [search.allocation(i, node) for i in range(len(claims))]
-
-
-def claim_label(claim: model.ResourceClaim) -> str:
-    return f"{claim.namespace}/{claim.name}" if claim.namespace else claim.name
+    return [search.allocation(i, node, classes) for i in range(len(claims))]
 
 
 @dataclass(slots=True)
@@ -79,8 +139,7 @@ class _Constraint:
     held: int = 0
 
     def applies(self, request: str) -> bool:
-        names = self.spec.requests
-        return not names or request in names or request.split("/", 1)[0] in names
+        return constraint_applies(self.spec, request)
 
     def admits(self, device: model.Device) -> bool:
         value = device.attributes.get(self.spec.attribute)
@@ -103,33 +162,56 @@ class _Constraint:
 
 @dataclass(slots=True)
 class _ClaimState:
-    claim: model.ResourceClaim
+    plan: ClaimPlan
     constraints: list[_Constraint]
-    picked: list[tuple[str, model.RequestSpec, Candidate]] = field(default_factory=list)
+    picked: list[tuple[model.RequestSpec, Candidate]] = field(default_factory=list)
+    #: request or subrequest name -> the constraints that bind its devices
+    binding: dict[str, list[_Constraint]] = field(default_factory=dict)
+
+    def constraints_of(self, spec: model.RequestSpec) -> list[_Constraint]:
+        found = self.binding.get(spec.name)
+        if found is None:
+            found = [c for c in self.constraints if c.applies(spec.name)]
+            self.binding[spec.name] = found
+        return found
 
 
 class _Search:
     def __init__(
         self,
-        claims: Sequence[model.ResourceClaim],
-        pools: Sequence[Pool],
-        classes: Mapping[str, model.DeviceClass],
+        plans: Sequence[ClaimPlan],
+        candidates: Sequence[Candidate],
         allocated: Collection[DeviceId],
+        budget: int,
     ) -> None:
-        self.pools = pools
-        self.classes = classes
+        self.plans = plans
+        self.candidates = candidates
         self.allocated = allocated
-        self.candidates = [c for p in pools if not p.incomplete for c in p.candidates]
+        self.budget = budget
+        self.steps = 0
+        self.count_at = min(COUNT_DEVICES_AFTER, budget)
         self.states = [
-            _ClaimState(c, [_Constraint(spec) for spec in c.constraints]) for c in claims
+            _ClaimState(p, [_Constraint(spec) for spec in p.claim.constraints]) for p in plans
         ]
         # device -> how many picks hold it, and by which claims (admin access may share).
         self.taking: dict[DeviceId, list[int]] = {}
-        for state in self.states:
-            self._validate(state.claim)
 
     def run(self) -> bool:
-        return self._claim(0)
+        try:
+            return self._claim(0)
+        except _Short:
+            return False
+        except _LimitReached:  # cannot happen once the claims passed their checks
+            return False
+
+    def _step(self) -> None:
+        if self.steps == self.count_at:
+            if shortfall.short_of_devices(self.plans, self.candidates, self.allocated):
+                raise _Short
+            self.count_at = -1
+        if self.steps == self.budget:
+            raise SearchBudgetExceeded(self.steps)
+        self.steps += 1
 
     # -- the search ----------------------------------------------------------------------
 
@@ -137,78 +219,107 @@ class _Search:
         return ci == len(self.states) or self._request(ci, 0)
 
     def _request(self, ci: int, ri: int) -> bool:
-        state = self.states[ci]
-        if ri == len(state.claim.requests):
-            return self._claim(ci + 1)
-        for spec in state.claim.requests[ri].alternatives():
-            fixed = self._all_devices(state.claim, spec) if spec.mode == "All" else None
-            need = len(fixed) if fixed is not None else spec.count
-            if fixed is not None and not fixed:
-                continue  # All, and no device passes: this alternative cannot be met
-            if len(state.picked) + need > model.MAX_ALLOCATION_RESULTS:
-                continue  # past the claim's limit: let a smaller subrequest try
-            if self._slot(ci, ri, spec, need, 0, fixed):
-                return True
+        plan = self.states[ci].plan
+        if ri == len(plan.requests):
+            try:
+                return self._claim(ci + 1)
+            except _LimitReached:  # a later claim's limit: this claim's choices cannot help
+                return False
+        alternatives = plan.requests[ri]
+        if not plan.prioritized[ri]:
+            return self._start(ci, ri, alternatives[0])
+        over_limit = bool(alternatives)
+        for alternative in alternatives:
+            try:
+                if self._start(ci, ri, alternative):
+                    return True
+            except _LimitReached:
+                continue  # a smaller subrequest may fit
+            over_limit = False
+        if over_limit:
+            raise _LimitReached
         return False
 
-    def _slot(
-        self,
-        ci: int,
-        ri: int,
-        spec: model.RequestSpec,
-        left: int,
-        start: int,
-        fixed: list[Candidate] | None,
-    ) -> bool:
+    def _start(self, ci: int, ri: int, plan: Plan) -> bool:
+        if plan.every is not None and not plan.every:
+            return False  # All, and no device passes: this alternative cannot be met
+        if len(self.states[ci].picked) + plan.need > model.MAX_ALLOCATION_RESULTS:
+            raise _LimitReached
+        if plan.every is not None:
+            return self._every(ci, ri, plan, 0)
+        return self._slot(ci, ri, plan, plan.need, 0)
+
+    def _slot(self, ci: int, ri: int, plan: Plan, left: int, start: int) -> bool:
         if left == 0:
             return self._request(ci, ri + 1)
-        if fixed is not None:  # All: the next device is decided, with no alternative
-            candidate = fixed[len(fixed) - left]
+        state = self.states[ci]
+        spec, verdicts = plan.spec, plan.verdicts
+        binding = state.constraints_of(spec)
+        for place in range(start, len(self.candidates)):
+            self._step()
+            candidate = self.candidates[place]
             if not self._free(ci, spec, candidate):
-                return False
-            if not self._constraints_admit(ci, spec, candidate):
-                raise AllocationError(
-                    f"claim {claim_label(self.states[ci].claim)}, request {spec.name}: cannot"
-                    f" add device {candidate.path} because a claim constraint would not be"
-                    " satisfied"
-                )
-            return self._take_and_go_on(ci, ri, spec, left, 0, fixed, candidate)
-        for pos in range(start, len(self.candidates)):
-            candidate = self.candidates[pos]
-            if not self._free(ci, spec, candidate) or not self._selectable(ci, spec, candidate):
                 continue
-            if not self._constraints_admit(ci, spec, candidate):
+            verdict = verdicts[place]  # selectable()'s memo, read here on the hot path
+            if verdict is None:
+                verdict = selectable(state.plan.claim, plan, place, candidate)
+            if not verdict:
                 continue
-            if self._take_and_go_on(ci, ri, spec, left, pos + 1, None, candidate):
+            if binding and not all(c.admits(candidate.device) for c in binding):
+                continue
+            found = False
+            self._take(ci, spec, candidate, binding)
+            try:
+                found = self._slot(ci, ri, plan, left - 1, place + 1)
+            finally:
+                if not found:
+                    self._give_back(ci, candidate, binding)
+            if found:
                 return True
         return False
 
-    def _take_and_go_on(
-        self,
-        ci: int,
-        ri: int,
-        spec: model.RequestSpec,
-        left: int,
-        next_start: int,
-        fixed: list[Candidate] | None,
-        candidate: Candidate,
-    ) -> bool:
+    def _every(self, ci: int, ri: int, plan: Plan, index: int) -> bool:
+        """All: the next device is decided, with no alternative."""
+        assert plan.every is not None
+        if index == len(plan.every):
+            return self._request(ci, ri + 1)
+        self._step()
         state = self.states[ci]
-        state.picked.append((spec.name, spec, candidate))
+        candidate = self.candidates[plan.every[index]]
+        if not self._free(ci, plan.spec, candidate):
+            return False
+        binding = state.constraints_of(plan.spec)
+        if not all(c.admits(candidate.device) for c in binding):
+            raise AllocationError(
+                f"claim {claim_label(state.plan.claim)}, request {own_name(plan.spec)}:"
+                f" cannot add device {candidate.path} because a claim constraint would not be"
+                " satisfied"
+            )
+        found = False
+        self._take(ci, plan.spec, candidate, binding)
+        try:
+            found = self._every(ci, ri, plan, index + 1)
+        finally:
+            if not found:
+                self._give_back(ci, candidate, binding)
+        return found
+
+    def _take(
+        self, ci: int, spec: model.RequestSpec, candidate: Candidate, binding: list[_Constraint]
+    ) -> None:
+        self.states[ci].picked.append((spec, candidate))
         self.taking.setdefault(candidate.device_id, []).append(ci)
-        touched = [c for c in state.constraints if c.applies(spec.name)]
-        for constraint in touched:
+        for constraint in binding:
             constraint.add(candidate.device)
-        if self._slot(ci, ri, spec, left - 1, next_start, fixed):
-            return True
-        for constraint in touched:
+
+    def _give_back(self, ci: int, candidate: Candidate, binding: list[_Constraint]) -> None:
+        for constraint in binding:
             constraint.remove()
         holders = self.taking[candidate.device_id]
         holders.pop()
         if not holders:
             del self.taking[candidate.device_id]
-        state.picked.pop()
-        return False
+        self.states[ci].picked.pop()
 
     # -- the checks ----------------------------------------------------------------------
 
@@ -218,114 +329,47 @@ class _Search:
             return ci not in holders
         return not holders and candidate.device_id not in self.allocated
 
-    def _selectable(self, ci: int, spec: model.RequestSpec, candidate: Candidate) -> bool:
-        claim = self.states[ci].claim
-        device_class = self.classes[spec.device_class]
-        for where, sources in (
-            (f"class {device_class.name}", device_class.selectors),
-            (f"claim {claim_label(claim)}", spec.selectors),
-        ):
-            for i, source in enumerate(sources):
-                try:
-                    if not candidate.cel.matches(compile_selector(source)):
-                        return False
-                except SelectorError as exc:
-                    raise AllocationError(f"{where}: selector #{i}: {_kube_words(exc)}") from exc
-        return True
-
-    def _constraints_admit(self, ci: int, spec: model.RequestSpec, candidate: Candidate) -> bool:
-        return all(
-            c.admits(candidate.device) for c in self.states[ci].constraints if c.applies(spec.name)
-        )
-
-    def _all_devices(self, claim: model.ResourceClaim, spec: model.RequestSpec) -> list[Candidate]:
-        for pool in self.pools:
-            state = "being updated" if pool.incomplete else "invalid" if pool.invalid_reason else ""
-            if state:
-                raise AllocationError(
-                    f"claim {claim_label(claim)}, request {spec.name}: asks for all devices,"
-                    f" but resource pool {pool.path} is currently {state}"
-                )
-        ci = next(i for i, s in enumerate(self.states) if s.claim is claim)
-        return [c for c in self.candidates if self._selectable(ci, spec, c)]
-
-    def _validate(self, claim: model.ResourceClaim) -> None:
-        label = claim_label(claim)
-        minimum = 0
-        for request in claim.requests:
-            specs = request.alternatives()
-            for spec in specs:
-                problem = _request_problem(spec, self.classes)
-                if problem:
-                    raise AllocationError(f"claim {label}, request {spec.name}{problem}")
-            minimum += min((s.count if s.mode != "All" else 0 for s in specs), default=0)
-        for i, constraint in enumerate(claim.constraints):
-            if not constraint.attribute:
-                unsupported = "empty constraint (unsupported constraint type?)"
-                raise AllocationError(f"claim {label}, constraint #{i}: {unsupported}")
-        if minimum > model.MAX_ALLOCATION_RESULTS:
-            raise AllocationError(
-                f"claim {label}: number of requested devices {minimum} exceeds the claim"
-                f" limit of {model.MAX_ALLOCATION_RESULTS}"
-            )
-
     # -- the answer ----------------------------------------------------------------------
 
-    def allocation(self, ci: int, node: models.Node) -> model.Allocation:
+    def allocation(
+        self, ci: int, node: models.Node, classes: Mapping[str, model.DeviceClass]
+    ) -> model.Allocation:
         state = self.states[ci]
         results = tuple(
-            model.DeviceResult(name, c.driver, c.pool, c.device.name, spec.admin_access)
-            for name, spec, c in state.picked
+            model.DeviceResult(spec.name, c.driver, c.pool, c.device.name, spec.admin_access)
+            for spec, c in state.picked
         )
         return model.Allocation(
             results,
-            _node_selector([c for _, _, c in state.picked], node),
-            _configs(state.claim, [(name, spec) for name, spec, _ in state.picked], self.classes),
+            _node_selector(state.plan.claim, [c for _, c in state.picked], node),
+            _configs(state.plan.claim, [(spec.name, spec) for spec, _ in state.picked], classes),
         )
-
-
-def _request_problem(spec: model.RequestSpec, classes: Mapping[str, model.DeviceClass]) -> str:
-    """What makes a request impossible on every node, in kube's words after "claim C,
-    request R"; "" when nothing does."""
-    if not spec.device_class:
-        return ": missing device class name (unsupported request type?)"
-    if spec.device_class not in classes:
-        return f": could not retrieve device class {spec.device_class}"
-    if spec.mode not in (model.ALLOCATION_MODE_EXACT_COUNT, model.ALLOCATION_MODE_ALL):
-        return f": unsupported count mode {spec.mode}"
-    for i, source in enumerate(spec.selectors):
-        if not source:
-            return f", selector #{i}: CEL expression empty (unsupported selector type?)"
-    return ""
-
-
-def _kube_words(exc: SelectorError) -> str:
-    text = str(exc)
-    return f"CEL compile error: {text}" if text.startswith("compilation failed") else text
 
 
 def _node_selector(
-    picked: Sequence[Candidate], node: models.Node
+    claim: model.ResourceClaim, picked: Sequence[Candidate], node: models.Node
 ) -> tuple[models.NodeSelectorTerm, ...] | None:
-    """Where the claim's devices can be used from: this node if any is node-local, else
-    the network-attached slices' selectors merged into one term (None: any node)."""
-    if any(c.node_local for c in picked):
-        return (
-            models.NodeSelectorTerm(
-                match_fields=(models.NodeSelectorRequirement(NAME_FIELD, "In", (node.name,)),)
-            ),
-        )
+    """Where the claim's devices can be used from, device after device as kube builds it:
+    this node once one is node-local, else the network-attached slices' selectors merged
+    into one term (a selector without terms adds nothing; None: any node)."""
     expressions: list[models.NodeSelectorRequirement] = []
     fields: list[models.NodeSelectorRequirement] = []
     for c in picked:
-        if c.node_selector is None:
+        if c.node_local:
+            return (
+                models.NodeSelectorTerm(
+                    match_fields=(models.NodeSelectorRequirement(NAME_FIELD, "In", (node.name,)),)
+                ),
+            )
+        if not c.node_selector:
             continue
-        if len(c.node_selector) != 1:
+        if len(c.node_selector) > 1:
             raise AllocationError(
-                f"unsupported ResourceSlice.NodeSelector with {len(c.node_selector)} terms"
+                f"create NodeSelector for claim {claim.name}: unsupported"
+                f" ResourceSlice.NodeSelector with {len(c.node_selector)} terms"
             )
         term = c.node_selector[0]
-        for have, more in ((expressions, term.match_expressions), (fields, term.match_fields)):
+        for have, more in ((fields, term.match_fields), (expressions, term.match_expressions)):
             for req in more:
                 if not any(_same_requirement(req, h) for h in have):
                     have.append(req)
