@@ -353,7 +353,10 @@ def pod_to_proto(pod: models.Pod, *, deletion_timestamp: float | None = None) ->
     for v in pod.volumes:
         msg.volumes.add(**dict(zip(_VOLUME_FIELDS, _VOLUME(v), strict=True)))
     for rc in pod.resource_claims:
-        msg.resource_claims.add(name=rc.name, claim_name=rc.claim_name, waiting=rc.waiting)
+        msg.resource_claims.add(
+            name=rc.name, claim_name=rc.claim_name, waiting=rc.waiting,
+            from_template=rc.from_template,
+        )  # fmt: skip
     return msg
 
 
@@ -471,4 +474,4 @@ def pod_from_proto(msg: types_pb2.Pod) -> models.Pod:
 
 
 def _pod_claim(msg: types_pb2.PodResourceClaim) -> models.PodResourceClaim:
-    return models.PodResourceClaim(msg.name, msg.claim_name, msg.waiting)
+    return models.PodResourceClaim(msg.name, msg.claim_name, msg.waiting, msg.from_template)

@@ -5,13 +5,14 @@ DeviceAllocation.
 The watcher encodes what it observes with the `*_to_proto` functions; the scheduler decodes
 the stream with `devices_from_event`. One to one, with `splitsched.wire`'s conventions for
 node selector terms, and these: a node selector None <-> `has_node_selector` false; a
-capacity's exact fraction <-> "numerator/denominator"; a claim not allocated <-> no
-`allocation` field.
+capacity's, counter's or capacity request's exact fraction <-> "numerator/denominator"; a
+claim not allocated <-> no `allocation` field; a claim without controller owner <-> no
+`owner` field.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from splitsched import wire
@@ -51,16 +52,34 @@ def _attribute_into(value: model.AttributeValue, out: types_pb2.DeviceAttribute)
         out.version = value.text
 
 
+def _fraction(amount: Fraction) -> str:
+    return f"{amount.numerator}/{amount.denominator}"
+
+
+def _amounts(amounts: Mapping[str, Fraction]) -> dict[str, str]:
+    return {name: _fraction(amount) for name, amount in amounts.items()}
+
+
+def _counter_sets(sets: Iterable[model.CounterSet]) -> list[types_pb2.CounterSet]:
+    return [types_pb2.CounterSet(name=c.name, counters=_amounts(c.counters)) for c in sets]
+
+
 def _device_into(device: model.Device, out: types_pb2.Device) -> None:
     out.name = device.name
     for name, value in device.attributes.items():
         _attribute_into(value, out.attributes[name])
-    for name, amount in device.capacity.items():
-        out.capacity[name] = f"{amount.numerator}/{amount.denominator}"
+    out.capacity.update(_amounts(device.capacity))
     out.node_name, out.all_nodes = device.node_name, device.all_nodes
     if device.node_selector is not None:
         out.has_node_selector = True
         _terms_into(device.node_selector, out.node_selector)
+    for taint in device.taints:
+        out.taints.add(key=taint.key, value=taint.value, effect=taint.effect)
+    out.consumes_counters.extend(_counter_sets(device.consumes_counters))
+    out.allow_multiple_allocations = device.allow_multiple_allocations
+    out.binding_conditions.extend(device.binding_conditions)
+    out.binding_failure_conditions.extend(device.binding_failure_conditions)
+    out.binds_to_node = device.binds_to_node
 
 
 def slice_to_proto(s: model.ResourceSlice) -> types_pb2.ResourceSlice:
@@ -75,6 +94,7 @@ def slice_to_proto(s: model.ResourceSlice) -> types_pb2.ResourceSlice:
         _terms_into(s.node_selector, msg.node_selector)
     for device in s.devices:
         _device_into(device, msg.devices.add())
+    msg.shared_counters.extend(_counter_sets(s.shared_counters))
     return msg
 
 
@@ -88,7 +108,15 @@ def _spec_to_proto(spec: model.RequestSpec) -> types_pb2.DeviceRequestSpec:
     return types_pb2.DeviceRequestSpec(
         name=spec.name, device_class=spec.device_class, selectors=spec.selectors,
         mode=spec.mode, count=spec.count, admin_access=spec.admin_access,
+        tolerations=map(_toleration_to_proto, spec.tolerations),
+        capacity_requests=_amounts(spec.capacity_requests),
     )  # fmt: skip
+
+
+def _toleration_to_proto(t: model.DeviceToleration) -> types_pb2.DeviceToleration:
+    return types_pb2.DeviceToleration(
+        key=t.key, operator=t.operator, value=t.value, effect=t.effect
+    )
 
 
 def allocation_to_proto(a: model.Allocation, out: types_pb2.DeviceAllocation) -> None:
@@ -116,7 +144,10 @@ def claim_to_proto(c: model.ResourceClaim) -> types_pb2.ResourceClaim:
             out.exactly.CopyFrom(_spec_to_proto(request.exactly))
         out.first_available.extend(_spec_to_proto(s) for s in request.first_available)
     for constraint in c.constraints:
-        msg.constraints.add(attribute=constraint.attribute, requests=constraint.requests)
+        msg.constraints.add(
+            attribute=constraint.attribute, requests=constraint.requests,
+            distinct_attribute=constraint.distinct_attribute,
+        )  # fmt: skip
     for config in c.config:
         msg.config.add(requests=config.requests, configuration=config.configuration)
     if c.allocation is not None:
@@ -124,6 +155,11 @@ def claim_to_proto(c: model.ResourceClaim) -> types_pb2.ResourceClaim:
     for ref in c.reserved_for:
         msg.reserved_for.add(
             resource=ref.resource, name=ref.name, uid=ref.uid, api_group=ref.api_group
+        )
+    if c.owner is not None:
+        o = c.owner
+        msg.owner.CopyFrom(
+            types_pb2.OwnerReference(kind=o.kind, name=o.name, uid=o.uid, controller=o.controller)
         )
     return msg
 
@@ -148,14 +184,28 @@ def _attribute(msg: types_pb2.DeviceAttribute) -> model.AttributeValue:
     return msg.string
 
 
+def _fractions(msg: Mapping[str, str]) -> dict[str, Fraction]:
+    return {k: Fraction(v) for k, v in msg.items()}
+
+
+def _sets(msgs: Iterable[types_pb2.CounterSet]) -> tuple[model.CounterSet, ...]:
+    return tuple(model.CounterSet(c.name, _fractions(c.counters)) for c in msgs)
+
+
 def _device(msg: types_pb2.Device) -> model.Device:
     return model.Device(
         name=msg.name,
         attributes={k: _attribute(v) for k, v in msg.attributes.items()},
-        capacity={k: Fraction(v) for k, v in msg.capacity.items()},
+        capacity=_fractions(msg.capacity),
         node_name=msg.node_name,
         node_selector=_terms(msg.has_node_selector, msg.node_selector),
         all_nodes=msg.all_nodes,
+        taints=tuple(model.DeviceTaint(t.key, t.value, t.effect) for t in msg.taints),
+        consumes_counters=_sets(msg.consumes_counters),
+        allow_multiple_allocations=msg.allow_multiple_allocations,
+        binding_conditions=tuple(msg.binding_conditions),
+        binding_failure_conditions=tuple(msg.binding_failure_conditions),
+        binds_to_node=msg.binds_to_node,
     )
 
 
@@ -167,6 +217,7 @@ def _slice(msg: types_pb2.ResourceSlice) -> model.ResourceSlice:
         all_nodes=msg.all_nodes, per_device_node_selection=msg.per_device_node_selection,
         devices=tuple(_device(d) for d in msg.devices),
         resource_version=msg.resource_version, invalid_reason=msg.invalid_reason,
+        shared_counters=_sets(msg.shared_counters),
     )  # fmt: skip
 
 
@@ -178,8 +229,12 @@ def _class(msg: types_pb2.DeviceClass) -> model.DeviceClass:
 
 def _spec(msg: types_pb2.DeviceRequestSpec) -> model.RequestSpec:
     return model.RequestSpec(
-        msg.name, msg.device_class, tuple(msg.selectors), msg.mode, msg.count, msg.admin_access
-    )
+        msg.name, msg.device_class, tuple(msg.selectors), msg.mode, msg.count, msg.admin_access,
+        tolerations=tuple(
+            model.DeviceToleration(t.key, t.operator, t.value, t.effect) for t in msg.tolerations
+        ),
+        capacity_requests=_fractions(msg.capacity_requests),
+    )  # fmt: skip
 
 
 def allocation_from_proto(msg: types_pb2.DeviceAllocation) -> model.Allocation:
@@ -207,7 +262,8 @@ def _claim(msg: types_pb2.ResourceClaim) -> model.ResourceClaim:
             for r in msg.requests
         ),
         constraints=tuple(
-            model.MatchAttribute(c.attribute, tuple(c.requests)) for c in msg.constraints
+            model.MatchAttribute(c.attribute, tuple(c.requests), c.distinct_attribute)
+            for c in msg.constraints
         ),
         config=tuple(model.ClaimConfig(tuple(c.requests), c.configuration) for c in msg.config),
         allocation=allocation_from_proto(msg.allocation) if msg.HasField("allocation") else None,
@@ -215,7 +271,12 @@ def _claim(msg: types_pb2.ResourceClaim) -> model.ResourceClaim:
             model.ConsumerRef(r.resource, r.name, r.uid, r.api_group) for r in msg.reserved_for
         ),
         deleting=msg.deleting, invalid_reason=msg.invalid_reason,
+        owner=_owner(msg.owner) if msg.HasField("owner") else None,
     )  # fmt: skip
+
+
+def _owner(msg: types_pb2.OwnerReference) -> models.OwnerRef:
+    return models.OwnerRef(msg.kind, msg.name, msg.uid, msg.controller)
 
 
 def devices_from_event(event: watcher_pb2.ClusterEvent) -> DeviceObject | None:

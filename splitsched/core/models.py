@@ -212,11 +212,14 @@ class PodResourceClaim:
     """One of spec.resourceClaims, resolved to the ResourceClaim it names: directly
     (resourceClaimName), or for a template through status.resourceClaimStatuses, where
     kube-controller-manager records the claim it made. `waiting` is kube's reason when it
-    cannot be resolved yet; a template claim the controller chose not to make is left out."""
+    cannot be resolved yet; a template claim the controller chose not to make is left out.
+    `from_template`: the claim must be controlled by the pod (kube's IsForPod), or a stale
+    status could lead the pod to another pod's claim."""
 
     name: str
     claim_name: str = ""
     waiting: str = ""
+    from_template: bool = False
 
 
 @dataclass(frozen=True, slots=True)

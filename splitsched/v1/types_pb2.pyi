@@ -1034,20 +1034,24 @@ class PodResourceClaim(_message.Message):
     NAME_FIELD_NUMBER: _builtins.int
     CLAIM_NAME_FIELD_NUMBER: _builtins.int
     WAITING_FIELD_NUMBER: _builtins.int
+    FROM_TEMPLATE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     claim_name: _builtins.str
     waiting: _builtins.str
     """kube's reason, e.g. "ResourceClaim not created yet" """
+    from_template: _builtins.bool
+    """Made from a template: the claim must then be controlled by the pod."""
     def __init__(
         self,
         *,
         name: _builtins.str = ...,
         claim_name: _builtins.str = ...,
         waiting: _builtins.str = ...,
+        from_template: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "name", b"name", "waiting", b"waiting"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_name", b"claim_name", "from_template", b"from_template", "name", b"name", "waiting", b"waiting"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1514,6 +1518,112 @@ class DeviceAttribute(_message.Message):
 Global___DeviceAttribute: _TypeAlias = DeviceAttribute  # noqa: Y015
 
 @_typing.final
+class DeviceTaint(_message.Message):
+    """A device taint; effect NoSchedule or NoExecute keeps requests that do not tolerate it
+    away from the device, any other effect ("None") is informational.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    value: _builtins.str
+    effect: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        value: _builtins.str = ...,
+        effect: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceTaint: _TypeAlias = DeviceTaint  # noqa: Y015
+
+@_typing.final
+class DeviceToleration(_message.Message):
+    """A request's toleration of device taints; operator Equal or Exists."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    KEY_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    VALUE_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    operator: _builtins.str
+    value: _builtins.str
+    effect: _builtins.str
+    def __init__(
+        self,
+        *,
+        key: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        value: _builtins.str = ...,
+        effect: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect", "key", b"key", "operator", b"operator", "value", b"value"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeviceToleration: _TypeAlias = DeviceToleration  # noqa: Y015
+
+@_typing.final
+class CounterSet(_message.Message):
+    """A slice's shared counter set, or what a device consumes from the counter set of that
+    name; amounts are exact fractions "numerator/denominator", like capacity.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    @_typing.final
+    class CountersEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+    NAME_FIELD_NUMBER: _builtins.int
+    COUNTERS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def counters(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        counters: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["counters", b"counters", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CounterSet: _TypeAlias = CounterSet  # noqa: Y015
+
+@_typing.final
 class Device(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -1565,11 +1675,20 @@ class Device(_message.Message):
     HAS_NODE_SELECTOR_FIELD_NUMBER: _builtins.int
     NODE_SELECTOR_FIELD_NUMBER: _builtins.int
     ALL_NODES_FIELD_NUMBER: _builtins.int
+    TAINTS_FIELD_NUMBER: _builtins.int
+    CONSUMES_COUNTERS_FIELD_NUMBER: _builtins.int
+    ALLOW_MULTIPLE_ALLOCATIONS_FIELD_NUMBER: _builtins.int
+    BINDING_CONDITIONS_FIELD_NUMBER: _builtins.int
+    BINDING_FAILURE_CONDITIONS_FIELD_NUMBER: _builtins.int
+    BINDS_TO_NODE_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     node_name: _builtins.str
     """Where the device can be used, in a slice with per_device_node_selection only."""
     has_node_selector: _builtins.bool
     all_nodes: _builtins.bool
+    allow_multiple_allocations: _builtins.bool
+    """a device several claims may share"""
+    binds_to_node: _builtins.bool
     @_builtins.property
     def attributes(self) -> _containers.MessageMap[_builtins.str, Global___DeviceAttribute]: ...
     @_builtins.property
@@ -1578,6 +1697,16 @@ class Device(_message.Message):
 
     @_builtins.property
     def node_selector(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
+    @_builtins.property
+    def taints(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceTaint]: ...
+    @_builtins.property
+    def consumes_counters(self) -> _containers.RepeatedCompositeFieldContainer[Global___CounterSet]:
+        """a partition of a device"""
+
+    @_builtins.property
+    def binding_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def binding_failure_conditions(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -1588,10 +1717,16 @@ class Device(_message.Message):
         has_node_selector: _builtins.bool = ...,
         node_selector: _abc.Iterable[Global___NodeSelectorTerm] | None = ...,
         all_nodes: _builtins.bool = ...,
+        taints: _abc.Iterable[Global___DeviceTaint] | None = ...,
+        consumes_counters: _abc.Iterable[Global___CounterSet] | None = ...,
+        allow_multiple_allocations: _builtins.bool = ...,
+        binding_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        binding_failure_conditions: _abc.Iterable[_builtins.str] | None = ...,
+        binds_to_node: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "attributes", b"attributes", "capacity", b"capacity", "has_node_selector", b"has_node_selector", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "allow_multiple_allocations", b"allow_multiple_allocations", "attributes", b"attributes", "binding_conditions", b"binding_conditions", "binding_failure_conditions", b"binding_failure_conditions", "binds_to_node", b"binds_to_node", "capacity", b"capacity", "consumes_counters", b"consumes_counters", "has_node_selector", b"has_node_selector", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector", "taints", b"taints"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1614,6 +1749,7 @@ class ResourceSlice(_message.Message):
     DEVICES_FIELD_NUMBER: _builtins.int
     RESOURCE_VERSION_FIELD_NUMBER: _builtins.int
     INVALID_REASON_FIELD_NUMBER: _builtins.int
+    SHARED_COUNTERS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     driver: _builtins.str
     pool: _builtins.str
@@ -1627,11 +1763,17 @@ class ResourceSlice(_message.Message):
     per_device_node_selection: _builtins.bool
     resource_version: _builtins.str
     invalid_reason: _builtins.str
-    """Set when the watcher could not convert it: its pool is then not used."""
+    """Set when the watcher could not convert it: its pool is then not used. Its generation
+    is -1 when that could not be read either.
+    """
     @_builtins.property
     def node_selector(self) -> _containers.RepeatedCompositeFieldContainer[Global___NodeSelectorTerm]: ...
     @_builtins.property
     def devices(self) -> _containers.RepeatedCompositeFieldContainer[Global___Device]: ...
+    @_builtins.property
+    def shared_counters(self) -> _containers.RepeatedCompositeFieldContainer[Global___CounterSet]:
+        """set in slices without devices"""
+
     def __init__(
         self,
         *,
@@ -1648,10 +1790,11 @@ class ResourceSlice(_message.Message):
         devices: _abc.Iterable[Global___Device] | None = ...,
         resource_version: _builtins.str = ...,
         invalid_reason: _builtins.str = ...,
+        shared_counters: _abc.Iterable[Global___CounterSet] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "devices", b"devices", "driver", b"driver", "generation", b"generation", "has_node_selector", b"has_node_selector", "invalid_reason", b"invalid_reason", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector", "per_device_node_selection", b"per_device_node_selection", "pool", b"pool", "resource_version", b"resource_version", "slice_count", b"slice_count"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["all_nodes", b"all_nodes", "devices", b"devices", "driver", b"driver", "generation", b"generation", "has_node_selector", b"has_node_selector", "invalid_reason", b"invalid_reason", "name", b"name", "node_name", b"node_name", "node_selector", b"node_selector", "per_device_node_selection", b"per_device_node_selection", "pool", b"pool", "resource_version", b"resource_version", "shared_counters", b"shared_counters", "slice_count", b"slice_count"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1697,12 +1840,34 @@ class DeviceRequestSpec(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class CapacityRequestsEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     NAME_FIELD_NUMBER: _builtins.int
     DEVICE_CLASS_FIELD_NUMBER: _builtins.int
     SELECTORS_FIELD_NUMBER: _builtins.int
     MODE_FIELD_NUMBER: _builtins.int
     COUNT_FIELD_NUMBER: _builtins.int
     ADMIN_ACCESS_FIELD_NUMBER: _builtins.int
+    TOLERATIONS_FIELD_NUMBER: _builtins.int
+    CAPACITY_REQUESTS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     device_class: _builtins.str
     mode: _builtins.str
@@ -1711,6 +1876,12 @@ class DeviceRequestSpec(_message.Message):
     admin_access: _builtins.bool
     @_builtins.property
     def selectors(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def tolerations(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceToleration]: ...
+    @_builtins.property
+    def capacity_requests(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """capacity.requests, names as written, amounts as "numerator/denominator"."""
+
     def __init__(
         self,
         *,
@@ -1720,10 +1891,12 @@ class DeviceRequestSpec(_message.Message):
         mode: _builtins.str = ...,
         count: _builtins.int = ...,
         admin_access: _builtins.bool = ...,
+        tolerations: _abc.Iterable[Global___DeviceToleration] | None = ...,
+        capacity_requests: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_access", b"admin_access", "count", b"count", "device_class", b"device_class", "mode", b"mode", "name", b"name", "selectors", b"selectors"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["admin_access", b"admin_access", "capacity_requests", b"capacity_requests", "count", b"count", "device_class", b"device_class", "mode", b"mode", "name", b"name", "selectors", b"selectors", "tolerations", b"tolerations"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1760,11 +1933,17 @@ Global___DeviceRequest: _TypeAlias = DeviceRequest  # noqa: Y015
 
 @_typing.final
 class MatchAttribute(_message.Message):
+    """A claim constraint: matchAttribute (attribute set) or distinctAttribute
+    (distinct_attribute set, attribute empty); neither: a kind not known to the watcher.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     ATTRIBUTE_FIELD_NUMBER: _builtins.int
     REQUESTS_FIELD_NUMBER: _builtins.int
+    DISTINCT_ATTRIBUTE_FIELD_NUMBER: _builtins.int
     attribute: _builtins.str
+    distinct_attribute: _builtins.str
     @_builtins.property
     def requests(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """empty: every request"""
@@ -1774,10 +1953,11 @@ class MatchAttribute(_message.Message):
         *,
         attribute: _builtins.str = ...,
         requests: _abc.Iterable[_builtins.str] | None = ...,
+        distinct_attribute: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "requests", b"requests"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attribute", b"attribute", "distinct_attribute", b"distinct_attribute", "requests", b"requests"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1940,13 +2120,16 @@ class ResourceClaim(_message.Message):
     RESERVED_FOR_FIELD_NUMBER: _builtins.int
     DELETING_FIELD_NUMBER: _builtins.int
     INVALID_REASON_FIELD_NUMBER: _builtins.int
+    OWNER_FIELD_NUMBER: _builtins.int
     namespace: _builtins.str
     name: _builtins.str
     uid: _builtins.str
     resource_version: _builtins.str
     deleting: _builtins.bool
     invalid_reason: _builtins.str
-    """pods using it wait with this reason"""
+    """Pods using it wait with this reason; allocation and reserved_for are still what
+    could be read of its status.
+    """
     @_builtins.property
     def requests(self) -> _containers.RepeatedCompositeFieldContainer[Global___DeviceRequest]: ...
     @_builtins.property
@@ -1959,6 +2142,10 @@ class ResourceClaim(_message.Message):
 
     @_builtins.property
     def reserved_for(self) -> _containers.RepeatedCompositeFieldContainer[Global___ConsumerRef]: ...
+    @_builtins.property
+    def owner(self) -> Global___OwnerReference:
+        """the controller owner, if any"""
+
     def __init__(
         self,
         *,
@@ -1973,10 +2160,11 @@ class ResourceClaim(_message.Message):
         reserved_for: _abc.Iterable[Global___ConsumerRef] | None = ...,
         deleting: _builtins.bool = ...,
         invalid_reason: _builtins.str = ...,
+        owner: Global___OwnerReference | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "owner", b"owner"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "config", b"config", "constraints", b"constraints", "deleting", b"deleting", "invalid_reason", b"invalid_reason", "name", b"name", "namespace", b"namespace", "requests", b"requests", "reserved_for", b"reserved_for", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "config", b"config", "constraints", b"constraints", "deleting", b"deleting", "invalid_reason", b"invalid_reason", "name", b"name", "namespace", b"namespace", "owner", b"owner", "requests", b"requests", "reserved_for", b"reserved_for", "resource_version", b"resource_version", "uid", b"uid"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -160,7 +160,7 @@ pods = st.builds(
         st.builds(models.PodVolume, names, names, st.booleans(), st.booleans()), max_size=2
     ).map(tuple),
     resource_claims=st.lists(
-        st.builds(models.PodResourceClaim, names, names, text), max_size=2
+        st.builds(models.PodResourceClaim, names, names, text, st.booleans()), max_size=2
     ).map(tuple),
 )
 nodes = st.builds(

@@ -31,32 +31,45 @@ attributes = (
     | st.sampled_from(["1.2.3", "0.0.1-rc.1", "10.0.0"]).map(semver.parse)
 )
 fractions = st.fractions(min_value=0, max_value=2**70)
+amounts = st.dictionaries(names, fractions, max_size=2)
+few_texts = st.lists(text, max_size=2).map(tuple)
+few_names = st.lists(names, max_size=2).map(tuple)
+counter_sets = st.lists(st.builds(model.CounterSet, names, amounts), max_size=2).map(tuple)
 devices = st.builds(
     model.Device,
     name=names,
     attributes=st.dictionaries(names, attributes, max_size=3),
-    capacity=st.dictionaries(names, fractions, max_size=2),
+    capacity=amounts,
     node_name=text,
     node_selector=maybe_terms,
     all_nodes=st.booleans(),
+    taints=st.lists(st.builds(model.DeviceTaint, names, text, text), max_size=2).map(tuple),
+    consumes_counters=counter_sets,
+    allow_multiple_allocations=st.booleans(),
+    binding_conditions=few_names,
+    binding_failure_conditions=few_names,
+    binds_to_node=st.booleans(),
 )
 slices = st.builds(
     model.ResourceSlice,
-    name=names, driver=names, pool=names, generation=st.integers(0, 2**40),
+    name=names, driver=names, pool=names, generation=st.integers(-1, 2**40),
     slice_count=st.integers(1, 9), node_name=text, node_selector=maybe_terms,
     all_nodes=st.booleans(), per_device_node_selection=st.booleans(),
     devices=st.lists(devices, max_size=3).map(tuple), resource_version=text, invalid_reason=text,
+    shared_counters=counter_sets,
 )  # fmt: skip
 classes = st.builds(
     model.DeviceClass, name=names, selectors=st.lists(text, max_size=2).map(tuple),
     config=st.lists(text, max_size=2).map(tuple), resource_version=text,
 )  # fmt: skip
-few_texts = st.lists(text, max_size=2).map(tuple)
-few_names = st.lists(names, max_size=2).map(tuple)
+tolerations = st.builds(
+    model.DeviceToleration, text, st.sampled_from(["Equal", "Exists", ""]), text, text
+)
 specs = st.builds(
     model.RequestSpec, name=names, device_class=names, selectors=few_texts,
     mode=st.sampled_from(["ExactCount", "All"]), count=st.integers(0, 32),
-    admin_access=st.booleans(),
+    admin_access=st.booleans(), tolerations=st.lists(tolerations, max_size=2).map(tuple),
+    capacity_requests=amounts,
 )  # fmt: skip
 requests = st.builds(
     model.DeviceRequest, name=names, exactly=st.none() | specs,
@@ -77,13 +90,16 @@ claims = st.builds(
     model.ResourceClaim,
     namespace=names, name=names, uid=text, resource_version=text,
     requests=st.lists(requests, max_size=2).map(tuple),
-    constraints=st.lists(st.builds(model.MatchAttribute, names, few_names), max_size=2).map(tuple),
+    constraints=st.lists(
+        st.builds(model.MatchAttribute, text, few_names, text), max_size=2
+    ).map(tuple),
     config=st.lists(st.builds(model.ClaimConfig, few_names, text), max_size=2).map(tuple),
     allocation=st.none() | allocations,
     reserved_for=st.lists(
         st.builds(model.ConsumerRef, names, names, text, text), max_size=2
     ).map(tuple),
     deleting=st.booleans(), invalid_reason=text,
+    owner=st.none() | st.builds(models.OwnerRef, text, text, text, st.booleans()),
 )  # fmt: skip
 
 

@@ -3,8 +3,9 @@
 
 Called by the watcher once per list item and watch event. A slice or claim it cannot read
 still reaches the scheduler with its identity and an `invalid_reason` (a slice also keeps
-its driver, pool and node when they can be read, so its pool is judged invalid instead of
-looking incomplete); a DeviceClass that cannot be read raises ConversionError (the
+its driver, pool, generation and node selection when they can be read, so its pool is
+judged invalid instead of looking incomplete; a claim keeps its status and owner, so the
+devices it holds stay in use); a DeviceClass that cannot be read raises ConversionError (the
 watcher skips it and logs why, and pods asking for it wait on a class that does not
 exist). Attribute and capacity names are fully qualified here, once. Opaque device
 configuration is kept as JSON text, to be copied into allocations untouched.
@@ -13,16 +14,18 @@ configuration is kept as JSON text, to be copied into allocations untouched.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
+from splitsched.core import models
 from splitsched.core.convert.fields import (
     INT64_MAX,
     BadField,
     ConversionError,
     as_bool,
     as_int,
+    as_list,
     as_object,
     as_str,
     as_str_tuple,
@@ -99,12 +102,40 @@ def _attribute(value: object) -> model.AttributeValue:
         raise BadField("version", str(e)) from None
 
 
-def _capacity(value: object) -> Fraction:
-    raw = as_object(value, "").get("value")
+def _quantity(raw: object, path: str) -> Fraction:
     try:
-        return parse_quantity(raw, field="value")  # type: ignore[arg-type]
+        return parse_quantity(raw, field=path)  # type: ignore[arg-type]
     except QuantityError as e:
-        raise BadField("value", e.reason) from None
+        raise BadField(path, e.reason) from None
+
+
+def _capacity(value: object) -> Fraction:
+    """A DeviceCapacity's or a Counter's value (a capacity's requestPolicy is not read:
+    only shared devices have one, and the allocator does not use those yet)."""
+    return _quantity(as_object(value, "").get("value"), "value")
+
+
+def _counters(value: object, path: str) -> dict[str, Fraction]:
+    return {
+        name: at(item, f"{path}[{name}]", _capacity)
+        for name, item in as_object(value, path).items()
+    }
+
+
+def _counter_set(value: object, name_key: str) -> model.CounterSet:
+    """A sharedCounters entry (its name under "name") or a consumesCounters entry (the set
+    it takes from under "counterSet")."""
+    raw = as_object(value, "")
+    return model.CounterSet(required_str(raw, name_key), _counters(raw.get("counters"), "counters"))
+
+
+def _taint(value: object) -> model.DeviceTaint:
+    raw = as_object(value, "")
+    return model.DeviceTaint(
+        key=required_str(raw, "key"),
+        value=as_str(raw.get("value"), "value"),
+        effect=required_str(raw, "effect"),
+    )
 
 
 def _qualified(value: object, path: str, driver: str, convert: Any) -> dict[str, Any]:
@@ -114,16 +145,19 @@ def _qualified(value: object, path: str, driver: str, convert: Any) -> dict[str,
     return out
 
 
+def _node_selector(obj: dict[str, Any]) -> tuple[models.NodeSelectorTerm, ...] | None:
+    selector = obj.get("nodeSelector")
+    if selector is None:
+        return None
+    raw_terms = as_object(selector, "nodeSelector").get("nodeSelectorTerms")
+    return each(raw_terms, "nodeSelector.nodeSelectorTerms", node_selector_term)
+
+
 def _where(obj: dict[str, Any]) -> dict[str, Any]:
     """nodeName, nodeSelector and allNodes, as the model's fields."""
-    selector = obj.get("nodeSelector")
-    terms = None
-    if selector is not None:
-        raw_terms = as_object(selector, "nodeSelector").get("nodeSelectorTerms")
-        terms = each(raw_terms, "nodeSelector.nodeSelectorTerms", node_selector_term)
     return {
         "node_name": as_str(obj.get("nodeName"), "nodeName"),
-        "node_selector": terms,
+        "node_selector": _node_selector(obj),
         "all_nodes": as_bool(obj.get("allNodes"), "allNodes"),
     }
 
@@ -134,6 +168,18 @@ def _device(value: object, driver: str) -> model.Device:
         name=required_str(raw, "name"),
         attributes=_qualified(raw.get("attributes"), "attributes", driver, _attribute),
         capacity=_qualified(raw.get("capacity"), "capacity", driver, _capacity),
+        taints=each(raw.get("taints"), "taints", _taint),
+        consumes_counters=each(
+            raw.get("consumesCounters"), "consumesCounters", lambda c: _counter_set(c, "counterSet")
+        ),
+        allow_multiple_allocations=as_bool(
+            raw.get("allowMultipleAllocations"), "allowMultipleAllocations"
+        ),
+        binding_conditions=as_str_tuple(raw.get("bindingConditions"), "bindingConditions"),
+        binding_failure_conditions=as_str_tuple(
+            raw.get("bindingFailureConditions"), "bindingFailureConditions"
+        ),
+        binds_to_node=as_bool(raw.get("bindsToNode"), "bindsToNode"),
         **_where(raw),
     )
 
@@ -161,6 +207,9 @@ def read_slice(obj: object) -> model.ResourceSlice:
         ),
         devices=devices,
         resource_version=_version(meta),
+        shared_counters=each(
+            spec.get("sharedCounters"), "spec.sharedCounters", lambda c: _counter_set(c, "name")
+        ),
         **_where_in(spec, "spec"),
     )
 
@@ -195,7 +244,27 @@ def _request_spec(raw: dict[str, Any], name: str) -> model.RequestSpec:
         mode=mode,
         count=default if count is None else as_int(count, "count", low=0, high=INT64_MAX),
         admin_access=as_bool(raw.get("adminAccess"), "adminAccess"),
+        tolerations=each(raw.get("tolerations"), "tolerations", _toleration),
+        capacity_requests=_capacity_requests(raw.get("capacity")),
     )
+
+
+def _toleration(value: object) -> model.DeviceToleration:
+    raw = as_object(value, "")
+    return model.DeviceToleration(
+        key=as_str(raw.get("key"), "key"),
+        operator=as_str(raw.get("operator"), "operator") or model.TOLERATION_EQUAL,
+        value=as_str(raw.get("value"), "value"),
+        effect=as_str(raw.get("effect"), "effect"),
+    )
+
+
+def _capacity_requests(value: object) -> dict[str, Fraction]:
+    """capacity.requests: quantities by capacity name, the names as written."""
+    requests = as_object(as_object(value, "capacity").get("requests"), "capacity.requests")
+    return {
+        name: _quantity(amount, f"capacity.requests[{name}]") for name, amount in requests.items()
+    }
 
 
 def _request(value: object) -> model.DeviceRequest:
@@ -221,6 +290,7 @@ def _constraint(value: object) -> model.MatchAttribute:
     return model.MatchAttribute(
         attribute=as_str(raw.get("matchAttribute"), "matchAttribute"),
         requests=as_str_tuple(raw.get("requests"), "requests"),
+        distinct_attribute=as_str(raw.get("distinctAttribute"), "distinctAttribute"),
     )
 
 
@@ -272,6 +342,22 @@ def _consumer(value: object) -> model.ConsumerRef:
     )
 
 
+def _owner(meta: dict[str, Any]) -> models.OwnerRef | None:
+    """The controller among metadata.ownerReferences (kube's GetControllerOf: the first
+    with controller true), if any."""
+    for i, raw in enumerate(as_list(meta.get("ownerReferences"), "metadata.ownerReferences")):
+        path = f"metadata.ownerReferences[{i}]"
+        ref = as_object(raw, path)
+        if as_bool(ref.get("controller"), f"{path}.controller"):
+            return models.OwnerRef(
+                kind=as_str(ref.get("kind"), f"{path}.kind"),
+                name=as_str(ref.get("name"), f"{path}.name"),
+                uid=as_str(ref.get("uid"), f"{path}.uid"),
+                controller=True,
+            )
+    return None
+
+
 def read_claim(obj: object) -> model.ResourceClaim:
     obj, meta, name = named(obj)
     devices = as_object(as_object(obj.get("spec"), "spec").get("devices"), "spec.devices")
@@ -287,6 +373,7 @@ def read_claim(obj: object) -> model.ResourceClaim:
         allocation=at(status.get("allocation"), "status.allocation", _allocation),
         reserved_for=each(status.get("reservedFor"), "status.reservedFor", _consumer),
         deleting=meta.get("deletionTimestamp") is not None,
+        owner=_owner(meta),
     )
 
 
@@ -303,18 +390,39 @@ def class_from_k8s(obj: Mapping[str, Any]) -> model.DeviceClass:
 
 def slice_from_k8s(obj: Mapping[str, Any]) -> model.ResourceSlice:
     """A ResourceSlice from its API JSON; one that cannot be read keeps what can be read of
-    where it belongs and says why in `invalid_reason`, so its pool is not used."""
+    where it belongs (its pool, generation and node selection) and says why in
+    `invalid_reason`, so its pool is not used."""
     try:
         return read_slice(obj)
     except BadField as e:
         _, name, _, version = _identity(obj)
         spec = _loose(obj.get("spec"))
         pool = _loose(spec.get("pool"))
+        generation, count = pool.get("generation", 0), pool.get("resourceSliceCount", 1)
         return model.ResourceSlice(
             name=name, driver=_loose_str(spec, "driver"), pool=_loose_str(pool, "name"),
+            generation=generation if _is_int(generation, 0) else model.UNKNOWN_GENERATION,
+            slice_count=count if _is_int(count, 1) else 1,
             node_name=_loose_str(spec, "nodeName"), all_nodes=spec.get("allNodes") is True,
+            node_selector=_or(None, lambda: _node_selector(spec)),
+            per_device_node_selection=spec.get("perDeviceNodeSelection") is True,
             resource_version=version, invalid_reason=e.detail,
         )  # fmt: skip
+
+
+def _is_int(value: object, low: int) -> bool:
+    return type(value) is int and low <= value <= INT64_MAX
+
+
+_T = TypeVar("_T")
+
+
+def _or(fallback: _T, read: Callable[[], _T]) -> _T:
+    """What `read` reads, or `fallback` when that part cannot be read either."""
+    try:
+        return read()
+    except BadField:
+        return fallback
 
 
 def _loose(value: object) -> dict[str, Any]:
@@ -328,12 +436,20 @@ def _loose_str(obj: dict[str, Any], key: str) -> str:
 
 def claim_from_k8s(obj: Mapping[str, Any]) -> model.ResourceClaim:
     """A ResourceClaim from its API JSON; one that cannot be read keeps its identity and
-    says why in `invalid_reason`, and the pods using it wait with that reason."""
+    says why in `invalid_reason`, and the pods using it wait with that reason. Its status
+    and owner are still read, each on its own, so that the devices its allocation holds
+    stay in use when only its spec is unreadable."""
     try:
         return read_claim(obj)
     except BadField as e:
         namespace, name, uid, version = _identity(obj)
+        meta = _loose(obj.get("metadata"))
+        status = _loose(obj.get("status"))
         return model.ResourceClaim(
             namespace=namespace or "default", name=name, uid=uid, resource_version=version,
+            allocation=_or(None, lambda: _allocation(status.get("allocation"))),
+            reserved_for=_or((), lambda: each(status.get("reservedFor"), "", _consumer)),
+            deleting=meta.get("deletionTimestamp") is not None,
+            owner=_or(None, lambda: _owner(meta)),
             invalid_reason=e.detail,
         )  # fmt: skip

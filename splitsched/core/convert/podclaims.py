@@ -5,7 +5,8 @@ resolves them (k8s.io/dynamic-resource-allocation/resourceclaim.Name):
 - `resourceClaimTemplateName`: the claim kube-controller-manager made from the template,
   recorded in status.resourceClaimStatuses under the same name; until it is recorded the
   pod waits ("ResourceClaim not created yet"), and an entry without a claim name means the
-  controller decided no claim is needed, so the entry is left out;
+  controller decided no claim is needed, so the entry is left out. Such a claim is marked
+  `from_template`: the scheduler checks the pod is its owner;
 - neither: the pod waits with kube's "none of the supported fields are set".
 """
 
@@ -60,7 +61,7 @@ def resource_claims(
                     )
                 )
             elif statuses[name] is not None:
-                out.append(models.PodResourceClaim(name, statuses[name] or ""))
+                out.append(models.PodResourceClaim(name, statuses[name] or "", from_template=True))
         else:
             unsupported = "none of the supported fields are set"
             waiting = f'pod "{pod_key}", spec.resourceClaim "{name}": {unsupported}'

@@ -10,8 +10,8 @@ from splitsched.core.devices.view import DeviceView
 
 def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] | str:
     """The pod's claims in spec order, or why it must wait: a claim not made or not found
-    yet, one being deleted or unreadable, or a request naming a class that does not
-    exist."""
+    yet, one being deleted, one made from a template for another pod, one unreadable, or a
+    request naming a class that does not exist."""
     claims: list[model.ResourceClaim] = []
     for entry in pod.resource_claims:
         if entry.waiting:
@@ -21,6 +21,13 @@ def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] |
             return f'could not find ResourceClaim "{pod.namespace}/{entry.claim_name}"'
         if claim.deleting:
             return f'resourceclaim "{claim.name}" is being deleted'
+        # An unreadable claim whose owner could not be read either says it is unreadable.
+        owner_known = claim.owner is not None or not claim.invalid_reason
+        if entry.from_template and owner_known and not _is_for(pod, claim):
+            return (
+                f"ResourceClaim {claim.namespace}/{claim.name} was not created for"
+                f" Pod {pod.namespace}/{pod.name} (Pod is not owner)"
+            )
         if claim.invalid_reason:
             return f'resourceclaim "{claim.name}" is invalid: {claim.invalid_reason}'
         claims.append(claim)
@@ -32,6 +39,14 @@ def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] |
             if problem:
                 return problem
     return claims
+
+
+def _is_for(pod: models.Pod, claim: model.ResourceClaim) -> bool:
+    """kube's resourceclaim.IsForPod: the claim is in the pod's namespace and the pod is
+    its controller owner (compared by UID, as metav1.IsControlledBy does)."""
+    return (
+        claim.namespace == pod.namespace and claim.owner is not None and claim.owner.uid == pod.uid
+    )
 
 
 def _class_problem(request: model.DeviceRequest, view: DeviceView) -> str:

@@ -11,7 +11,10 @@ A pool is a driver's (driver, pool name) set of ResourceSlices. For one node:
   obsolete and it is dropped; a pool still short is incomplete (never searched for an
   exact count, an error for an "All" request);
 - two devices of the same name, or a slice the watcher could not read, make the pool
-  invalid;
+  invalid; an unreadable slice counts only when it is of the kept generation (an older
+  one is outdated, and kube drops outdated slices) or its generation could not be read
+  either, and where its devices can be used is taken from what could be read (a slice
+  whose node selection is unknown, or per device, counts on every node);
 - pools are taken by (driver, pool name), slices by name, devices in the slice's order.
 """
 
@@ -122,20 +125,21 @@ class Inventory:
         node: models.Node,
     ) -> Pool | None:
         driver, name = key
-        unread = next((s for s, _ in relevant if s.invalid_reason), None)
-        if unread is not None:  # a slice the watcher could not read: the pool is unknown
-            return Pool(
-                driver, name, invalid_reason=f"slice {unread.name}: {unread.invalid_reason}"
-            )
         generation = max(s.generation for s, _ in relevant)
+        unknown = _unread(s for s, _ in relevant if s.generation == model.UNKNOWN_GENERATION)
+        if unknown:  # an unreadable slice that may be of any generation: the pool is unknown
+            return Pool(driver, name, invalid_reason=unknown)
         kept = sorted((p for p in relevant if p[0].generation == generation), key=_by_name)
         expected = kept[0][0].slice_count
+        incomplete = False
         if len(kept) != expected:
             everywhere = [self._slices[n][0] for n in self._of_pool.get(key, ())]
             if any(s.generation > generation for s in everywhere):
                 return None  # obsolete: a newer generation is being published
-            if sum(s.generation == generation for s in everywhere) != expected:
-                return Pool(driver, name, incomplete=True)
+            incomplete = sum(s.generation == generation for s in everywhere) != expected
+        unread = _unread(s for s, _ in kept)  # a slice of this generation not read
+        if incomplete or unread:
+            return Pool(driver, name, incomplete=incomplete, invalid_reason=unread)
         candidates: list[Candidate] = []
         seen: set[str] = set()
         for s, views in kept:
@@ -161,9 +165,19 @@ def _by_name(entry: tuple[model.ResourceSlice, tuple[CelDevice, ...]]) -> str:
     return entry[0].name
 
 
+def _unread(slices: Iterable[model.ResourceSlice]) -> str:
+    """Why the first of `slices` the watcher could not read is unusable ("" if none)."""
+    s = next((s for s in slices if s.invalid_reason), None)
+    return f"slice {s.name}: {s.invalid_reason}" if s is not None else ""
+
+
 def _slice_counts(s: model.ResourceSlice, node: models.Node) -> bool:
     if s.node_name or s.all_nodes or s.node_selector is not None:
         return nodes.usable_on(node, s.node_name, s.all_nodes, s.node_selector)
+    if s.invalid_reason:
+        # Unreadable, and where its devices are used is not known: it may serve this node.
+        # (Its pool must be known, or it would make invalid a pool no device belongs to.)
+        return bool(s.driver and s.pool)
     if s.per_device_node_selection:
         return any(
             nodes.usable_on(node, d.node_name, d.all_nodes, d.node_selector) for d in s.devices

@@ -1701,10 +1701,12 @@ func (x *Pod) GetResourceClaims() []*PodResourceClaim {
 // One of a pod's spec.resourceClaims: the ResourceClaim it names (directly, or made from a
 // template and recorded in status.resourceClaimStatuses), or why it cannot be named yet.
 type PodResourceClaim struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	ClaimName     string                 `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
-	Waiting       string                 `protobuf:"bytes,3,opt,name=waiting,proto3" json:"waiting,omitempty"` // kube's reason, e.g. "ResourceClaim not created yet"
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	ClaimName string                 `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	Waiting   string                 `protobuf:"bytes,3,opt,name=waiting,proto3" json:"waiting,omitempty"` // kube's reason, e.g. "ResourceClaim not created yet"
+	// Made from a template: the claim must then be controlled by the pod.
+	FromTemplate  bool `protobuf:"varint,4,opt,name=from_template,json=fromTemplate,proto3" json:"from_template,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1758,6 +1760,13 @@ func (x *PodResourceClaim) GetWaiting() string {
 		return x.Waiting
 	}
 	return ""
+}
+
+func (x *PodResourceClaim) GetFromTemplate() bool {
+	if x != nil {
+		return x.FromTemplate
+	}
+	return false
 }
 
 type PodVolume struct {
@@ -2702,6 +2711,191 @@ func (*DeviceAttribute_String_) isDeviceAttribute_Value() {}
 
 func (*DeviceAttribute_Version) isDeviceAttribute_Value() {}
 
+// A device taint; effect NoSchedule or NoExecute keeps requests that do not tolerate it
+// away from the device, any other effect ("None") is informational.
+type DeviceTaint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Effect        string                 `protobuf:"bytes,3,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceTaint) Reset() {
+	*x = DeviceTaint{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceTaint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceTaint) ProtoMessage() {}
+
+func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
+func (*DeviceTaint) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeviceTaint) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *DeviceTaint) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// A request's toleration of device taints; operator Equal or Exists.
+type DeviceToleration struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Operator      string                 `protobuf:"bytes,2,opt,name=operator,proto3" json:"operator,omitempty"`
+	Value         string                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Effect        string                 `protobuf:"bytes,4,opt,name=effect,proto3" json:"effect,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceToleration) Reset() {
+	*x = DeviceToleration{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceToleration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceToleration) ProtoMessage() {}
+
+func (x *DeviceToleration) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceToleration.ProtoReflect.Descriptor instead.
+func (*DeviceToleration) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DeviceToleration) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetOperator() string {
+	if x != nil {
+		return x.Operator
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *DeviceToleration) GetEffect() string {
+	if x != nil {
+		return x.Effect
+	}
+	return ""
+}
+
+// A slice's shared counter set, or what a device consumes from the counter set of that
+// name; amounts are exact fractions "numerator/denominator", like capacity.
+type CounterSet struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Counters      map[string]string      `protobuf:"bytes,2,rep,name=counters,proto3" json:"counters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CounterSet) Reset() {
+	*x = CounterSet{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CounterSet) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CounterSet) ProtoMessage() {}
+
+func (x *CounterSet) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
+func (*CounterSet) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CounterSet) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CounterSet) GetCounters() map[string]string {
+	if x != nil {
+		return x.Counters
+	}
+	return nil
+}
+
 type Device struct {
 	state      protoimpl.MessageState      `protogen:"open.v1"`
 	Name       string                      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2709,17 +2903,23 @@ type Device struct {
 	// Capacity as an exact fraction "numerator/denominator" of the quantity's base unit.
 	Capacity map[string]string `protobuf:"bytes,3,rep,name=capacity,proto3" json:"capacity,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Where the device can be used, in a slice with per_device_node_selection only.
-	NodeName        string              `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
-	HasNodeSelector bool                `protobuf:"varint,5,opt,name=has_node_selector,json=hasNodeSelector,proto3" json:"has_node_selector,omitempty"`
-	NodeSelector    []*NodeSelectorTerm `protobuf:"bytes,6,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
-	AllNodes        bool                `protobuf:"varint,7,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	NodeName                 string              `protobuf:"bytes,4,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	HasNodeSelector          bool                `protobuf:"varint,5,opt,name=has_node_selector,json=hasNodeSelector,proto3" json:"has_node_selector,omitempty"`
+	NodeSelector             []*NodeSelectorTerm `protobuf:"bytes,6,rep,name=node_selector,json=nodeSelector,proto3" json:"node_selector,omitempty"`
+	AllNodes                 bool                `protobuf:"varint,7,opt,name=all_nodes,json=allNodes,proto3" json:"all_nodes,omitempty"`
+	Taints                   []*DeviceTaint      `protobuf:"bytes,8,rep,name=taints,proto3" json:"taints,omitempty"`
+	ConsumesCounters         []*CounterSet       `protobuf:"bytes,9,rep,name=consumes_counters,json=consumesCounters,proto3" json:"consumes_counters,omitempty"`                             // a partition of a device
+	AllowMultipleAllocations bool                `protobuf:"varint,10,opt,name=allow_multiple_allocations,json=allowMultipleAllocations,proto3" json:"allow_multiple_allocations,omitempty"` // a device several claims may share
+	BindingConditions        []string            `protobuf:"bytes,11,rep,name=binding_conditions,json=bindingConditions,proto3" json:"binding_conditions,omitempty"`
+	BindingFailureConditions []string            `protobuf:"bytes,12,rep,name=binding_failure_conditions,json=bindingFailureConditions,proto3" json:"binding_failure_conditions,omitempty"`
+	BindsToNode              bool                `protobuf:"varint,13,opt,name=binds_to_node,json=bindsToNode,proto3" json:"binds_to_node,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2931,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2944,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Device) GetName() string {
@@ -2796,6 +2996,48 @@ func (x *Device) GetAllNodes() bool {
 	return false
 }
 
+func (x *Device) GetTaints() []*DeviceTaint {
+	if x != nil {
+		return x.Taints
+	}
+	return nil
+}
+
+func (x *Device) GetConsumesCounters() []*CounterSet {
+	if x != nil {
+		return x.ConsumesCounters
+	}
+	return nil
+}
+
+func (x *Device) GetAllowMultipleAllocations() bool {
+	if x != nil {
+		return x.AllowMultipleAllocations
+	}
+	return false
+}
+
+func (x *Device) GetBindingConditions() []string {
+	if x != nil {
+		return x.BindingConditions
+	}
+	return nil
+}
+
+func (x *Device) GetBindingFailureConditions() []string {
+	if x != nil {
+		return x.BindingFailureConditions
+	}
+	return nil
+}
+
+func (x *Device) GetBindsToNode() bool {
+	if x != nil {
+		return x.BindsToNode
+	}
+	return false
+}
+
 type ResourceSlice struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
 	Name                   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2810,15 +3052,17 @@ type ResourceSlice struct {
 	PerDeviceNodeSelection bool                   `protobuf:"varint,10,opt,name=per_device_node_selection,json=perDeviceNodeSelection,proto3" json:"per_device_node_selection,omitempty"`
 	Devices                []*Device              `protobuf:"bytes,11,rep,name=devices,proto3" json:"devices,omitempty"`
 	ResourceVersion        string                 `protobuf:"bytes,12,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	// Set when the watcher could not convert it: its pool is then not used.
-	InvalidReason string `protobuf:"bytes,13,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Set when the watcher could not convert it: its pool is then not used. Its generation
+	// is -1 when that could not be read either.
+	InvalidReason  string        `protobuf:"bytes,13,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
+	SharedCounters []*CounterSet `protobuf:"bytes,14,rep,name=shared_counters,json=sharedCounters,proto3" json:"shared_counters,omitempty"` // set in slices without devices
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +3074,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +3087,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -2937,6 +3181,13 @@ func (x *ResourceSlice) GetInvalidReason() string {
 	return ""
 }
 
+func (x *ResourceSlice) GetSharedCounters() []*CounterSet {
+	if x != nil {
+		return x.SharedCounters
+	}
+	return nil
+}
+
 type DeviceClass struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Name            string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2949,7 +3200,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3212,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3225,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -3007,20 +3258,23 @@ func (x *DeviceClass) GetResourceVersion() string {
 
 // An `exactly` request or one `firstAvailable` subrequest; name "req" or "req/sub".
 type DeviceRequestSpec struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	DeviceClass   string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
-	Selectors     []string               `protobuf:"bytes,3,rep,name=selectors,proto3" json:"selectors,omitempty"`
-	Mode          string                 `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"` // ExactCount | All
-	Count         int64                  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
-	AdminAccess   bool                   `protobuf:"varint,6,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	DeviceClass string                 `protobuf:"bytes,2,opt,name=device_class,json=deviceClass,proto3" json:"device_class,omitempty"`
+	Selectors   []string               `protobuf:"bytes,3,rep,name=selectors,proto3" json:"selectors,omitempty"`
+	Mode        string                 `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"` // ExactCount | All
+	Count       int64                  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	AdminAccess bool                   `protobuf:"varint,6,opt,name=admin_access,json=adminAccess,proto3" json:"admin_access,omitempty"`
+	Tolerations []*DeviceToleration    `protobuf:"bytes,7,rep,name=tolerations,proto3" json:"tolerations,omitempty"`
+	// capacity.requests, names as written, amounts as "numerator/denominator".
+	CapacityRequests map[string]string `protobuf:"bytes,8,rep,name=capacity_requests,json=capacityRequests,proto3" json:"capacity_requests,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeviceRequestSpec) Reset() {
 	*x = DeviceRequestSpec{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3032,7 +3286,7 @@ func (x *DeviceRequestSpec) String() string {
 func (*DeviceRequestSpec) ProtoMessage() {}
 
 func (x *DeviceRequestSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3045,7 +3299,7 @@ func (x *DeviceRequestSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestSpec.ProtoReflect.Descriptor instead.
 func (*DeviceRequestSpec) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeviceRequestSpec) GetName() string {
@@ -3090,6 +3344,20 @@ func (x *DeviceRequestSpec) GetAdminAccess() bool {
 	return false
 }
 
+func (x *DeviceRequestSpec) GetTolerations() []*DeviceToleration {
+	if x != nil {
+		return x.Tolerations
+	}
+	return nil
+}
+
+func (x *DeviceRequestSpec) GetCapacityRequests() map[string]string {
+	if x != nil {
+		return x.CapacityRequests
+	}
+	return nil
+}
+
 type DeviceRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -3101,7 +3369,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3113,7 +3381,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3126,7 +3394,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -3150,17 +3418,20 @@ func (x *DeviceRequest) GetFirstAvailable() []*DeviceRequestSpec {
 	return nil
 }
 
+// A claim constraint: matchAttribute (attribute set) or distinctAttribute
+// (distinct_attribute set, attribute empty); neither: a kind not known to the watcher.
 type MatchAttribute struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Attribute     string                 `protobuf:"bytes,1,opt,name=attribute,proto3" json:"attribute,omitempty"`
-	Requests      []string               `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"` // empty: every request
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Attribute         string                 `protobuf:"bytes,1,opt,name=attribute,proto3" json:"attribute,omitempty"`
+	Requests          []string               `protobuf:"bytes,2,rep,name=requests,proto3" json:"requests,omitempty"` // empty: every request
+	DistinctAttribute string                 `protobuf:"bytes,3,opt,name=distinct_attribute,json=distinctAttribute,proto3" json:"distinct_attribute,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *MatchAttribute) Reset() {
 	*x = MatchAttribute{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3443,7 @@ func (x *MatchAttribute) String() string {
 func (*MatchAttribute) ProtoMessage() {}
 
 func (x *MatchAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3456,7 @@ func (x *MatchAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MatchAttribute.ProtoReflect.Descriptor instead.
 func (*MatchAttribute) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MatchAttribute) GetAttribute() string {
@@ -3202,6 +3473,13 @@ func (x *MatchAttribute) GetRequests() []string {
 	return nil
 }
 
+func (x *MatchAttribute) GetDistinctAttribute() string {
+	if x != nil {
+		return x.DistinctAttribute
+	}
+	return ""
+}
+
 type ClaimConfig struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Requests      []string               `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
@@ -3212,7 +3490,7 @@ type ClaimConfig struct {
 
 func (x *ClaimConfig) Reset() {
 	*x = ClaimConfig{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3502,7 @@ func (x *ClaimConfig) String() string {
 func (*ClaimConfig) ProtoMessage() {}
 
 func (x *ClaimConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3515,7 @@ func (x *ClaimConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimConfig.ProtoReflect.Descriptor instead.
 func (*ClaimConfig) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClaimConfig) GetRequests() []string {
@@ -3267,7 +3545,7 @@ type DeviceResult struct {
 
 func (x *DeviceResult) Reset() {
 	*x = DeviceResult{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3557,7 @@ func (x *DeviceResult) String() string {
 func (*DeviceResult) ProtoMessage() {}
 
 func (x *DeviceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3570,7 @@ func (x *DeviceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceResult.ProtoReflect.Descriptor instead.
 func (*DeviceResult) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeviceResult) GetRequest() string {
@@ -3341,7 +3619,7 @@ type AllocatedConfig struct {
 
 func (x *AllocatedConfig) Reset() {
 	*x = AllocatedConfig{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3353,7 +3631,7 @@ func (x *AllocatedConfig) String() string {
 func (*AllocatedConfig) ProtoMessage() {}
 
 func (x *AllocatedConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3366,7 +3644,7 @@ func (x *AllocatedConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedConfig.ProtoReflect.Descriptor instead.
 func (*AllocatedConfig) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AllocatedConfig) GetSource() string {
@@ -3402,7 +3680,7 @@ type DeviceAllocation struct {
 
 func (x *DeviceAllocation) Reset() {
 	*x = DeviceAllocation{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	mi := &file_splitsched_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3692,7 @@ func (x *DeviceAllocation) String() string {
 func (*DeviceAllocation) ProtoMessage() {}
 
 func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	mi := &file_splitsched_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3705,7 @@ func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAllocation.ProtoReflect.Descriptor instead.
 func (*DeviceAllocation) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeviceAllocation) GetResults() []*DeviceResult {
@@ -3470,7 +3748,7 @@ type ConsumerRef struct {
 
 func (x *ConsumerRef) Reset() {
 	*x = ConsumerRef{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	mi := &file_splitsched_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3760,7 @@ func (x *ConsumerRef) String() string {
 func (*ConsumerRef) ProtoMessage() {}
 
 func (x *ConsumerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	mi := &file_splitsched_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3773,7 @@ func (x *ConsumerRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerRef.ProtoReflect.Descriptor instead.
 func (*ConsumerRef) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsumerRef) GetResource() string {
@@ -3538,14 +3816,17 @@ type ResourceClaim struct {
 	Allocation      *DeviceAllocation      `protobuf:"bytes,8,opt,name=allocation,proto3" json:"allocation,omitempty"` // unset: not allocated
 	ReservedFor     []*ConsumerRef         `protobuf:"bytes,9,rep,name=reserved_for,json=reservedFor,proto3" json:"reserved_for,omitempty"`
 	Deleting        bool                   `protobuf:"varint,10,opt,name=deleting,proto3" json:"deleting,omitempty"`
-	InvalidReason   string                 `protobuf:"bytes,11,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"` // pods using it wait with this reason
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Pods using it wait with this reason; allocation and reserved_for are still what
+	// could be read of its status.
+	InvalidReason string          `protobuf:"bytes,11,opt,name=invalid_reason,json=invalidReason,proto3" json:"invalid_reason,omitempty"`
+	Owner         *OwnerReference `protobuf:"bytes,12,opt,name=owner,proto3" json:"owner,omitempty"` // the controller owner, if any
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	mi := &file_splitsched_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3838,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	mi := &file_splitsched_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3851,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -3648,6 +3929,13 @@ func (x *ResourceClaim) GetInvalidReason() string {
 		return x.InvalidReason
 	}
 	return ""
+}
+
+func (x *ResourceClaim) GetOwner() *OwnerReference {
+	if x != nil {
+		return x.Owner
+	}
+	return nil
 }
 
 var File_splitsched_v1_types_proto protoreflect.FileDescriptor
@@ -3836,12 +4124,13 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"_\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x01\n" +
 	"\x10PodResourceClaim\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x18\n" +
-	"\awaiting\x18\x03 \x01(\tR\awaiting\"y\n" +
+	"\awaiting\x18\x03 \x01(\tR\awaiting\x12#\n" +
+	"\rfrom_template\x18\x04 \x01(\bR\ffromTemplate\"y\n" +
 	"\tPodVolume\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
@@ -3929,7 +4218,23 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x04bool\x18\x02 \x01(\bH\x00R\x04bool\x12\x18\n" +
 	"\x06string\x18\x03 \x01(\tH\x00R\x06string\x12\x1a\n" +
 	"\aversion\x18\x04 \x01(\tH\x00R\aversionB\a\n" +
-	"\x05value\"\xec\x03\n" +
+	"\x05value\"M\n" +
+	"\vDeviceTaint\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x03 \x01(\tR\x06effect\"n\n" +
+	"\x10DeviceToleration\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x1a\n" +
+	"\boperator\x18\x02 \x01(\tR\boperator\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\tR\x05value\x12\x16\n" +
+	"\x06effect\x18\x04 \x01(\tR\x06effect\"\xa2\x01\n" +
+	"\n" +
+	"CounterSet\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12C\n" +
+	"\bcounters\x18\x02 \x03(\v2'.splitsched.v1.CounterSet.CountersEntryR\bcounters\x1a;\n" +
+	"\rCountersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb7\x06\n" +
 	"\x06Device\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12E\n" +
 	"\n" +
@@ -3939,13 +4244,20 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\tnode_name\x18\x04 \x01(\tR\bnodeName\x12*\n" +
 	"\x11has_node_selector\x18\x05 \x01(\bR\x0fhasNodeSelector\x12D\n" +
 	"\rnode_selector\x18\x06 \x03(\v2\x1f.splitsched.v1.NodeSelectorTermR\fnodeSelector\x12\x1b\n" +
-	"\tall_nodes\x18\a \x01(\bR\ballNodes\x1a]\n" +
+	"\tall_nodes\x18\a \x01(\bR\ballNodes\x122\n" +
+	"\x06taints\x18\b \x03(\v2\x1a.splitsched.v1.DeviceTaintR\x06taints\x12F\n" +
+	"\x11consumes_counters\x18\t \x03(\v2\x19.splitsched.v1.CounterSetR\x10consumesCounters\x12<\n" +
+	"\x1aallow_multiple_allocations\x18\n" +
+	" \x01(\bR\x18allowMultipleAllocations\x12-\n" +
+	"\x12binding_conditions\x18\v \x03(\tR\x11bindingConditions\x12<\n" +
+	"\x1abinding_failure_conditions\x18\f \x03(\tR\x18bindingFailureConditions\x12\"\n" +
+	"\rbinds_to_node\x18\r \x01(\bR\vbindsToNode\x1a]\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x124\n" +
 	"\x05value\x18\x02 \x01(\v2\x1e.splitsched.v1.DeviceAttributeR\x05value:\x028\x01\x1a;\n" +
 	"\rCapacityEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfa\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbe\x04\n" +
 	"\rResourceSlice\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06driver\x18\x02 \x01(\tR\x06driver\x12\x12\n" +
@@ -3963,26 +4275,33 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	" \x01(\bR\x16perDeviceNodeSelection\x12/\n" +
 	"\adevices\x18\v \x03(\v2\x15.splitsched.v1.DeviceR\adevices\x12)\n" +
 	"\x10resource_version\x18\f \x01(\tR\x0fresourceVersion\x12%\n" +
-	"\x0einvalid_reason\x18\r \x01(\tR\rinvalidReason\"\x82\x01\n" +
+	"\x0einvalid_reason\x18\r \x01(\tR\rinvalidReason\x12B\n" +
+	"\x0fshared_counters\x18\x0e \x03(\v2\x19.splitsched.v1.CounterSetR\x0esharedCounters\"\x82\x01\n" +
 	"\vDeviceClass\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tselectors\x18\x02 \x03(\tR\tselectors\x12\x16\n" +
 	"\x06config\x18\x03 \x03(\tR\x06config\x12)\n" +
-	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"\xb5\x01\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\"\xa2\x03\n" +
 	"\x11DeviceRequestSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
 	"\fdevice_class\x18\x02 \x01(\tR\vdeviceClass\x12\x1c\n" +
 	"\tselectors\x18\x03 \x03(\tR\tselectors\x12\x12\n" +
 	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05count\x18\x05 \x01(\x03R\x05count\x12!\n" +
-	"\fadmin_access\x18\x06 \x01(\bR\vadminAccess\"\xaa\x01\n" +
+	"\fadmin_access\x18\x06 \x01(\bR\vadminAccess\x12A\n" +
+	"\vtolerations\x18\a \x03(\v2\x1f.splitsched.v1.DeviceTolerationR\vtolerations\x12c\n" +
+	"\x11capacity_requests\x18\b \x03(\v26.splitsched.v1.DeviceRequestSpec.CapacityRequestsEntryR\x10capacityRequests\x1aC\n" +
+	"\x15CapacityRequestsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaa\x01\n" +
 	"\rDeviceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\aexactly\x18\x02 \x01(\v2 .splitsched.v1.DeviceRequestSpecR\aexactly\x12I\n" +
-	"\x0ffirst_available\x18\x03 \x03(\v2 .splitsched.v1.DeviceRequestSpecR\x0efirstAvailable\"J\n" +
+	"\x0ffirst_available\x18\x03 \x03(\v2 .splitsched.v1.DeviceRequestSpecR\x0efirstAvailable\"y\n" +
 	"\x0eMatchAttribute\x12\x1c\n" +
 	"\tattribute\x18\x01 \x01(\tR\tattribute\x12\x1a\n" +
-	"\brequests\x18\x02 \x03(\tR\brequests\"O\n" +
+	"\brequests\x18\x02 \x03(\tR\brequests\x12-\n" +
+	"\x12distinct_attribute\x18\x03 \x01(\tR\x11distinctAttribute\"O\n" +
 	"\vClaimConfig\x12\x1a\n" +
 	"\brequests\x18\x01 \x03(\tR\brequests\x12$\n" +
 	"\rconfiguration\x18\x02 \x01(\tR\rconfiguration\"\x8f\x01\n" +
@@ -4005,7 +4324,7 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x03 \x01(\tR\x03uid\x12\x1b\n" +
-	"\tapi_group\x18\x04 \x01(\tR\bapiGroup\"\xf0\x03\n" +
+	"\tapi_group\x18\x04 \x01(\tR\bapiGroup\"\xa5\x04\n" +
 	"\rResourceClaim\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -4020,7 +4339,8 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\freserved_for\x18\t \x03(\v2\x1a.splitsched.v1.ConsumerRefR\vreservedFor\x12\x1a\n" +
 	"\bdeleting\x18\n" +
 	" \x01(\bR\bdeleting\x12%\n" +
-	"\x0einvalid_reason\x18\v \x01(\tR\rinvalidReasonBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
+	"\x0einvalid_reason\x18\v \x01(\tR\rinvalidReason\x123\n" +
+	"\x05owner\x18\f \x01(\v2\x1d.splitsched.v1.OwnerReferenceR\x05ownerBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3"
 
 var (
 	file_splitsched_v1_types_proto_rawDescOnce sync.Once
@@ -4034,7 +4354,7 @@ func file_splitsched_v1_types_proto_rawDescGZIP() []byte {
 	return file_splitsched_v1_types_proto_rawDescData
 }
 
-var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_splitsched_v1_types_proto_goTypes = []any{
 	(*PodRef)(nil),                      // 0: splitsched.v1.PodRef
 	(*Taint)(nil),                       // 1: splitsched.v1.Taint
@@ -4070,34 +4390,39 @@ var file_splitsched_v1_types_proto_goTypes = []any{
 	(*CSINode)(nil),                     // 31: splitsched.v1.CSINode
 	(*PodDisruptionBudget)(nil),         // 32: splitsched.v1.PodDisruptionBudget
 	(*DeviceAttribute)(nil),             // 33: splitsched.v1.DeviceAttribute
-	(*Device)(nil),                      // 34: splitsched.v1.Device
-	(*ResourceSlice)(nil),               // 35: splitsched.v1.ResourceSlice
-	(*DeviceClass)(nil),                 // 36: splitsched.v1.DeviceClass
-	(*DeviceRequestSpec)(nil),           // 37: splitsched.v1.DeviceRequestSpec
-	(*DeviceRequest)(nil),               // 38: splitsched.v1.DeviceRequest
-	(*MatchAttribute)(nil),              // 39: splitsched.v1.MatchAttribute
-	(*ClaimConfig)(nil),                 // 40: splitsched.v1.ClaimConfig
-	(*DeviceResult)(nil),                // 41: splitsched.v1.DeviceResult
-	(*AllocatedConfig)(nil),             // 42: splitsched.v1.AllocatedConfig
-	(*DeviceAllocation)(nil),            // 43: splitsched.v1.DeviceAllocation
-	(*ConsumerRef)(nil),                 // 44: splitsched.v1.ConsumerRef
-	(*ResourceClaim)(nil),               // 45: splitsched.v1.ResourceClaim
-	nil,                                 // 46: splitsched.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 47: splitsched.v1.Container.RequestsEntry
-	nil,                                 // 48: splitsched.v1.Node.LabelsEntry
-	nil,                                 // 49: splitsched.v1.Node.AnnotationsEntry
-	nil,                                 // 50: splitsched.v1.Node.AllocatableEntry
-	nil,                                 // 51: splitsched.v1.Namespace.LabelsEntry
-	nil,                                 // 52: splitsched.v1.Pod.LabelsEntry
-	nil,                                 // 53: splitsched.v1.Pod.AnnotationsEntry
-	nil,                                 // 54: splitsched.v1.Pod.OverheadEntry
-	nil,                                 // 55: splitsched.v1.Pod.PodRequestsEntry
-	nil,                                 // 56: splitsched.v1.Pod.NodeSelectorEntry
-	nil,                                 // 57: splitsched.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 58: splitsched.v1.CSINode.AllocatableEntry
-	nil,                                 // 59: splitsched.v1.Device.AttributesEntry
-	nil,                                 // 60: splitsched.v1.Device.CapacityEntry
-	(*timestamppb.Timestamp)(nil),       // 61: google.protobuf.Timestamp
+	(*DeviceTaint)(nil),                 // 34: splitsched.v1.DeviceTaint
+	(*DeviceToleration)(nil),            // 35: splitsched.v1.DeviceToleration
+	(*CounterSet)(nil),                  // 36: splitsched.v1.CounterSet
+	(*Device)(nil),                      // 37: splitsched.v1.Device
+	(*ResourceSlice)(nil),               // 38: splitsched.v1.ResourceSlice
+	(*DeviceClass)(nil),                 // 39: splitsched.v1.DeviceClass
+	(*DeviceRequestSpec)(nil),           // 40: splitsched.v1.DeviceRequestSpec
+	(*DeviceRequest)(nil),               // 41: splitsched.v1.DeviceRequest
+	(*MatchAttribute)(nil),              // 42: splitsched.v1.MatchAttribute
+	(*ClaimConfig)(nil),                 // 43: splitsched.v1.ClaimConfig
+	(*DeviceResult)(nil),                // 44: splitsched.v1.DeviceResult
+	(*AllocatedConfig)(nil),             // 45: splitsched.v1.AllocatedConfig
+	(*DeviceAllocation)(nil),            // 46: splitsched.v1.DeviceAllocation
+	(*ConsumerRef)(nil),                 // 47: splitsched.v1.ConsumerRef
+	(*ResourceClaim)(nil),               // 48: splitsched.v1.ResourceClaim
+	nil,                                 // 49: splitsched.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 50: splitsched.v1.Container.RequestsEntry
+	nil,                                 // 51: splitsched.v1.Node.LabelsEntry
+	nil,                                 // 52: splitsched.v1.Node.AnnotationsEntry
+	nil,                                 // 53: splitsched.v1.Node.AllocatableEntry
+	nil,                                 // 54: splitsched.v1.Namespace.LabelsEntry
+	nil,                                 // 55: splitsched.v1.Pod.LabelsEntry
+	nil,                                 // 56: splitsched.v1.Pod.AnnotationsEntry
+	nil,                                 // 57: splitsched.v1.Pod.OverheadEntry
+	nil,                                 // 58: splitsched.v1.Pod.PodRequestsEntry
+	nil,                                 // 59: splitsched.v1.Pod.NodeSelectorEntry
+	nil,                                 // 60: splitsched.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 61: splitsched.v1.CSINode.AllocatableEntry
+	nil,                                 // 62: splitsched.v1.CounterSet.CountersEntry
+	nil,                                 // 63: splitsched.v1.Device.AttributesEntry
+	nil,                                 // 64: splitsched.v1.Device.CapacityEntry
+	nil,                                 // 65: splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
+	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
 }
 var file_splitsched_v1_types_proto_depIdxs = []int32{
 	3,  // 0: splitsched.v1.NodeSelectorTerm.match_expressions:type_name -> splitsched.v1.NodeSelectorRequirement
@@ -4105,7 +4430,7 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	4,  // 2: splitsched.v1.PreferredSchedulingTerm.preference:type_name -> splitsched.v1.NodeSelectorTerm
 	4,  // 3: splitsched.v1.NodeAffinity.required:type_name -> splitsched.v1.NodeSelectorTerm
 	5,  // 4: splitsched.v1.NodeAffinity.preferred:type_name -> splitsched.v1.PreferredSchedulingTerm
-	46, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
+	49, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
 	7,  // 6: splitsched.v1.LabelSelector.match_expressions:type_name -> splitsched.v1.LabelSelectorRequirement
 	8,  // 7: splitsched.v1.PodAffinityTerm.label_selector:type_name -> splitsched.v1.LabelSelector
 	8,  // 8: splitsched.v1.PodAffinityTerm.namespace_selector:type_name -> splitsched.v1.LabelSelector
@@ -4113,62 +4438,69 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	9,  // 10: splitsched.v1.PodAffinity.required:type_name -> splitsched.v1.PodAffinityTerm
 	10, // 11: splitsched.v1.PodAffinity.preferred:type_name -> splitsched.v1.WeightedPodAffinityTerm
 	8,  // 12: splitsched.v1.TopologySpreadConstraint.label_selector:type_name -> splitsched.v1.LabelSelector
-	47, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
+	50, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
 	13, // 14: splitsched.v1.Container.host_ports:type_name -> splitsched.v1.HostPort
-	48, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
-	49, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
+	51, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
+	52, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
 	1,  // 17: splitsched.v1.Node.taints:type_name -> splitsched.v1.Taint
-	50, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
+	53, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
 	17, // 19: splitsched.v1.Node.conditions:type_name -> splitsched.v1.NodeCondition
 	19, // 20: splitsched.v1.Node.images:type_name -> splitsched.v1.ContainerImage
-	51, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
-	52, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
-	53, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
+	54, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
+	55, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
+	56, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
 	14, // 24: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
 	14, // 25: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
-	54, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
-	55, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
-	56, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
+	57, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
+	58, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
+	59, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
 	6,  // 29: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
 	11, // 30: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
 	11, // 31: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
 	2,  // 32: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
 	12, // 33: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
-	61, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	15, // 35: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
 	16, // 36: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
-	61, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
+	66, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
 	23, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
 	22, // 39: splitsched.v1.Pod.resource_claims:type_name -> splitsched.v1.PodResourceClaim
 	26, // 40: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
 	8,  // 41: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
-	57, // 42: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
+	60, // 42: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
 	4,  // 43: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
 	25, // 44: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
 	27, // 45: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
-	58, // 46: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
+	61, // 46: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
 	8,  // 47: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
-	59, // 48: splitsched.v1.Device.attributes:type_name -> splitsched.v1.Device.AttributesEntry
-	60, // 49: splitsched.v1.Device.capacity:type_name -> splitsched.v1.Device.CapacityEntry
-	4,  // 50: splitsched.v1.Device.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	4,  // 51: splitsched.v1.ResourceSlice.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	34, // 52: splitsched.v1.ResourceSlice.devices:type_name -> splitsched.v1.Device
-	37, // 53: splitsched.v1.DeviceRequest.exactly:type_name -> splitsched.v1.DeviceRequestSpec
-	37, // 54: splitsched.v1.DeviceRequest.first_available:type_name -> splitsched.v1.DeviceRequestSpec
-	41, // 55: splitsched.v1.DeviceAllocation.results:type_name -> splitsched.v1.DeviceResult
-	4,  // 56: splitsched.v1.DeviceAllocation.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	42, // 57: splitsched.v1.DeviceAllocation.config:type_name -> splitsched.v1.AllocatedConfig
-	38, // 58: splitsched.v1.ResourceClaim.requests:type_name -> splitsched.v1.DeviceRequest
-	39, // 59: splitsched.v1.ResourceClaim.constraints:type_name -> splitsched.v1.MatchAttribute
-	40, // 60: splitsched.v1.ResourceClaim.config:type_name -> splitsched.v1.ClaimConfig
-	43, // 61: splitsched.v1.ResourceClaim.allocation:type_name -> splitsched.v1.DeviceAllocation
-	44, // 62: splitsched.v1.ResourceClaim.reserved_for:type_name -> splitsched.v1.ConsumerRef
-	33, // 63: splitsched.v1.Device.AttributesEntry.value:type_name -> splitsched.v1.DeviceAttribute
-	64, // [64:64] is the sub-list for method output_type
-	64, // [64:64] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	62, // 48: splitsched.v1.CounterSet.counters:type_name -> splitsched.v1.CounterSet.CountersEntry
+	63, // 49: splitsched.v1.Device.attributes:type_name -> splitsched.v1.Device.AttributesEntry
+	64, // 50: splitsched.v1.Device.capacity:type_name -> splitsched.v1.Device.CapacityEntry
+	4,  // 51: splitsched.v1.Device.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	34, // 52: splitsched.v1.Device.taints:type_name -> splitsched.v1.DeviceTaint
+	36, // 53: splitsched.v1.Device.consumes_counters:type_name -> splitsched.v1.CounterSet
+	4,  // 54: splitsched.v1.ResourceSlice.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	37, // 55: splitsched.v1.ResourceSlice.devices:type_name -> splitsched.v1.Device
+	36, // 56: splitsched.v1.ResourceSlice.shared_counters:type_name -> splitsched.v1.CounterSet
+	35, // 57: splitsched.v1.DeviceRequestSpec.tolerations:type_name -> splitsched.v1.DeviceToleration
+	65, // 58: splitsched.v1.DeviceRequestSpec.capacity_requests:type_name -> splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
+	40, // 59: splitsched.v1.DeviceRequest.exactly:type_name -> splitsched.v1.DeviceRequestSpec
+	40, // 60: splitsched.v1.DeviceRequest.first_available:type_name -> splitsched.v1.DeviceRequestSpec
+	44, // 61: splitsched.v1.DeviceAllocation.results:type_name -> splitsched.v1.DeviceResult
+	4,  // 62: splitsched.v1.DeviceAllocation.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	45, // 63: splitsched.v1.DeviceAllocation.config:type_name -> splitsched.v1.AllocatedConfig
+	41, // 64: splitsched.v1.ResourceClaim.requests:type_name -> splitsched.v1.DeviceRequest
+	42, // 65: splitsched.v1.ResourceClaim.constraints:type_name -> splitsched.v1.MatchAttribute
+	43, // 66: splitsched.v1.ResourceClaim.config:type_name -> splitsched.v1.ClaimConfig
+	46, // 67: splitsched.v1.ResourceClaim.allocation:type_name -> splitsched.v1.DeviceAllocation
+	47, // 68: splitsched.v1.ResourceClaim.reserved_for:type_name -> splitsched.v1.ConsumerRef
+	15, // 69: splitsched.v1.ResourceClaim.owner:type_name -> splitsched.v1.OwnerReference
+	33, // 70: splitsched.v1.Device.AttributesEntry.value:type_name -> splitsched.v1.DeviceAttribute
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_types_proto_init() }
@@ -4190,7 +4522,7 @@ func file_splitsched_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_types_proto_rawDesc), len(file_splitsched_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -35,7 +35,7 @@ def test_claims_resolve_directly_or_through_the_status_the_controller_writes() -
     )
     assert pod.resource_claims == (
         models.PodResourceClaim("shared", "team-gpus"),
-        models.PodResourceClaim("gpu", "job-0-gpu-x7k2"),
+        models.PodResourceClaim("gpu", "job-0-gpu-x7k2", from_template=True),
     )
 
 
@@ -109,3 +109,34 @@ def test_the_view_counts_devices_allocations_hold_but_not_admin_ones() -> None:
     table.devices.set(claim("c2", allocation=held))
     table.devices.remove(claim("c2"))
     assert table.devices.in_use() == frozenset()
+
+
+def test_a_claim_made_from_a_template_must_be_owned_by_the_pod() -> None:
+    table = NodeTable()
+    table.devices.set(model.DeviceClass("gpu"))
+    from_template = models.PodResourceClaim("gpu", "c1", from_template=True)
+    pod = models.Pod("u1", "ml", "job-0", resource_claims=(from_template,))
+    not_owner = "ResourceClaim ml/c1 was not created for Pod ml/job-0 (Pod is not owner)"
+    cases = [
+        (None, not_owner),  # no controller owner at all
+        (models.OwnerRef("Pod", "job-1", "u2", controller=True), not_owner),  # a stale status
+        (models.OwnerRef("Pod", "job-0", "u1", controller=True), ""),
+    ]
+    for owner, reason in cases:
+        table.devices.set(claim("c1", owner=owner))
+        status = prefilter(pod, table)
+        assert status.reasons == ((reason,) if reason else ())
+        assert (status.code == framework.Code.SUCCESS) == (not reason)
+    named = models.Pod("u1", "ml", "job-0", resource_claims=(models.PodResourceClaim("g", "c1"),))
+    table.devices.set(claim("c1", owner=models.OwnerRef("Pod", "job-1", "u2", controller=True)))
+    assert prefilter(named, table).code == framework.Code.SUCCESS  # named: any owner will do
+
+
+def test_an_unreadable_claim_whose_owner_is_unknown_says_it_is_unreadable() -> None:
+    table = NodeTable()
+    from_template = models.PodResourceClaim("gpu", "c1", from_template=True)
+    pod = models.Pod("u1", "ml", "job-0", resource_claims=(from_template,))
+    table.devices.set(claim("c1", invalid_reason="metadata.ownerReferences[0]: bad"))
+    assert prefilter(pod, table).reasons == (
+        'resourceclaim "c1" is invalid: metadata.ownerReferences[0]: bad',
+    )
