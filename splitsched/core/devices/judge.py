@@ -8,7 +8,8 @@ its error, "invalid resource pools were encountered" or "cannot allocate all cla
 over "resourceclaim not available on the node", which a node gets only where the new
 claims would fit. A problem with the claims themselves (a CEL selector that fails, a claim
 past its device limit) is not a verdict on the node: `allocator.AllocationError` is
-raised, and the plugin fails the cycle with it, as kube's Filter returns an Error.
+raised, and the plugin fails the cycle with it, as kube's Filter returns an Error; so is a
+search that ran out of its budget ("node N: timed out trying to allocate devices").
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def judge_node(
             found = allocator.allocate(claims.to_allocate, pools, view.classes, in_use, node)
         except allocator.InvalidPools as exc:
             return str(exc), ()
+        except allocator.SearchBudgetExceeded as exc:  # kube: an Error, the pod backs off
+            raise allocator.AllocationError(f"node {node.name}: {exc}") from exc
         if found is None:
             return CANNOT_ALLOCATE, ()
         allocations = tuple(found)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from splitsched.core.devices import model
+from splitsched.core.devices import model, usable
 from splitsched.core.devices.pools import Candidate, Pool
 from splitsched.core.devices.selectors import Selector, SelectorError, compile_selector
 
@@ -105,6 +105,9 @@ def _plan_claim(
             f" claim limit of {model.MAX_ALLOCATION_RESULTS}"
         )
     for i, constraint in enumerate(claim.constraints):
+        if constraint.distinct_attribute:  # kube's is on by default; not modelled yet
+            unsupported = "distinctAttribute is not supported by splitsched yet"
+            raise AllocationError(f"claim {claim_label(claim)}, constraint #{i}: {unsupported}")
         if not constraint.attribute:
             unsupported = "empty constraint (unsupported constraint type?)"
             raise AllocationError(f"claim {claim_label(claim)}, constraint #{i}: {unsupported}")
@@ -192,6 +195,8 @@ def peek(
 
 
 def _judge(claim: model.ResourceClaim, plan: Plan, candidate: Candidate) -> bool:
+    if usable.unusable_reason(candidate.device, plan.spec):
+        return False  # an untolerated taint, or a feature not modelled yet: never offered
     for of_class, selectors in zip((True, False), plan.selectors, strict=True):
         for i, selector in enumerate(selectors):
             try:

@@ -165,3 +165,43 @@ def test_pods_without_claims_are_not_judged() -> None:
     plain = models.Pod("uid-w", "ml", "web", scheduler_name=profiles.DEFAULT_SCHEDULER_NAME)
     assert algo.schedule(plain).bind is not None
     assert "DynamicResources" not in {r.plugin for r in algo.explain(plain).rejections}
+
+
+def test_a_search_past_its_budget_fails_the_cycle_with_kubes_timeout() -> None:
+    """8 of 32 devices that must agree with a 33rd no one of them agrees with: only the
+    search finds out, and it stops at its budget as kube's Filter stops at 10 s."""
+    devices = [device(f"a-{i}", kind="a", x=1) for i in range(32)] + [device("b", kind="b", x=2)]
+    kind = 'device.attributes["driver-a"].kind == "{}"'
+    requests = (
+        model.DeviceRequest("a", model.RequestSpec("a", "gpu", (kind.format("a"),), count=8)),
+        model.DeviceRequest("b", model.RequestSpec("b", "gpu", (kind.format("b"),))),
+    )
+    same_x = (model.MatchAttribute("driver-a/x"),)
+    algo = setup(model.ResourceClaim("ml", "c1", "uid-c1", requests=requests, constraints=same_x))
+    algo.table.devices.set(node_slice("s1", "node-1", *devices))
+    wait = algo.schedule(pod("c1")).wait
+    assert wait is not None and wait.scheduler_error
+    assert wait.summary.endswith("node node-1: timed out trying to allocate devices")
+
+
+def test_a_tainted_device_is_not_offered_unless_tolerated() -> None:
+    taint = model.DeviceTaint("gpu.example.com/broken", "", "NoSchedule")
+    algo = setup(gpu_claim("c1"))
+    algo.table.devices.set(
+        node_slice("s1", "node-1", dataclasses.replace(device("gpu-0"), taints=(taint,)))
+    )
+    assert reasons_by_node(algo, pod("c1"))["node-1"] == judge.CANNOT_ALLOCATE
+    tolerant = model.DeviceToleration(key="gpu.example.com/broken", operator="Exists")
+    spec = model.RequestSpec("gpu", "gpu", tolerations=(tolerant,))
+    algo.table.devices.set(
+        model.ResourceClaim("ml", "c2", "uid-c2", requests=(model.DeviceRequest("gpu", spec),))
+    )
+    assert reasons_by_node(algo, pod("c2"))["node-1"] == NOT_YET
+
+
+def test_a_distinct_attribute_constraint_is_a_clear_error_not_a_wrong_match() -> None:
+    distinct = (model.MatchAttribute("", distinct_attribute="driver-a/model"),)
+    algo = setup(gpu_claim("c1", constraints=distinct))
+    wait = algo.schedule(pod("c1")).wait
+    assert wait is not None and wait.scheduler_error
+    assert "distinctAttribute is not supported by splitsched yet" in wait.summary
