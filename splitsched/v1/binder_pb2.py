@@ -26,7 +26,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from splitsched.v1 import types_pb2 as splitsched_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asplitsched/v1/binder.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\x86\x03\n\x0b\x42indRequest\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12\"\n\x03pod\x18\x02 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x14\n\x0cnode_version\x18\x04 \x01(\x04\x12\x14\n\x0cmax_attempts\x18\x05 \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\rtrace_context\x18\x07 \x03(\x0b\x32,.splitsched.v1.BindRequest.TraceContextEntry\x12\x14\n\x0cscheduler_id\x18\x08 \x01(\t\x12\x0f\n\x07profile\x18\t \x01(\t\x12\x35\n\x0fvolume_bindings\x18\n \x03(\x0b\x32\x1c.splitsched.v1.VolumeBinding\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x0c\x42indResponse\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"@\n\x10\x42indBatchRequest\x12,\n\x08requests\x18\x01 \x03(\x0b\x32\x1a.splitsched.v1.BindRequest\"C\n\x11\x42indBatchResponse\x12.\n\tresponses\x18\x01 \x03(\x0b\x32\x1b.splitsched.v1.BindResponse\"\xed\x01\n\x13UnschedulableReport\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07profile\x18\x04 \x01(\t\x12K\n\rtrace_context\x18\x05 \x03(\x0b\x32\x34.splitsched.v1.UnschedulableReport.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x93\x02\n\x0ePreemptRequest\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12(\n\tpreemptor\x18\x02 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0c\n\x04node\x18\x03 \x01(\t\x12&\n\x07victims\x18\x04 \x03(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x46\n\rtrace_context\x18\x06 \x03(\x0b\x32/.splitsched.v1.PreemptRequest.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\tBinderAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xb2\x02\n\x06\x42inder\x12?\n\x04\x42ind\x12\x1a.splitsched.v1.BindRequest\x1a\x1b.splitsched.v1.BindResponse\x12N\n\tBindBatch\x12\x1f.splitsched.v1.BindBatchRequest\x1a .splitsched.v1.BindBatchResponse\x12S\n\x13ReportUnschedulable\x12\".splitsched.v1.UnschedulableReport\x1a\x18.splitsched.v1.BinderAck\x12\x42\n\x07Preempt\x12\x1d.splitsched.v1.PreemptRequest\x1a\x18.splitsched.v1.BinderAckBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1asplitsched/v1/binder.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\xb7\x03\n\x0b\x42indRequest\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12\"\n\x03pod\x18\x02 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\x14\n\x0cnode_version\x18\x04 \x01(\x04\x12\x14\n\x0cmax_attempts\x18\x05 \x01(\r\x12,\n\x08\x64\x65\x61\x64line\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x43\n\rtrace_context\x18\x07 \x03(\x0b\x32,.splitsched.v1.BindRequest.TraceContextEntry\x12\x14\n\x0cscheduler_id\x18\x08 \x01(\t\x12\x0f\n\x07profile\x18\t \x01(\t\x12\x35\n\x0fvolume_bindings\x18\n \x03(\x0b\x32\x1c.splitsched.v1.VolumeBinding\x12/\n\x0c\x63laim_writes\x18\x0b \x03(\x0b\x32\x19.splitsched.v1.ClaimWrite\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x0c\x42indResponse\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x02 \x01(\x08\x12\x0e\n\x06reason\x18\x03 \x01(\t\"@\n\x10\x42indBatchRequest\x12,\n\x08requests\x18\x01 \x03(\x0b\x32\x1a.splitsched.v1.BindRequest\"C\n\x11\x42indBatchResponse\x12.\n\tresponses\x18\x01 \x03(\x0b\x32\x1b.splitsched.v1.BindResponse\"\xed\x01\n\x13UnschedulableReport\x12\"\n\x03pod\x18\x01 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12\x0f\n\x07profile\x18\x04 \x01(\t\x12K\n\rtrace_context\x18\x05 \x03(\x0b\x32\x34.splitsched.v1.UnschedulableReport.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x93\x02\n\x0ePreemptRequest\x12\x13\n\x0b\x64\x65\x63ision_id\x18\x01 \x01(\t\x12(\n\tpreemptor\x18\x02 \x01(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0c\n\x04node\x18\x03 \x01(\t\x12&\n\x07victims\x18\x04 \x03(\x0b\x32\x15.splitsched.v1.PodRef\x12\x0f\n\x07message\x18\x05 \x01(\t\x12\x46\n\rtrace_context\x18\x06 \x03(\x0b\x32/.splitsched.v1.PreemptRequest.TraceContextEntry\x1a\x33\n\x11TraceContextEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\tBinderAck\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t2\xb2\x02\n\x06\x42inder\x12?\n\x04\x42ind\x12\x1a.splitsched.v1.BindRequest\x1a\x1b.splitsched.v1.BindResponse\x12N\n\tBindBatch\x12\x1f.splitsched.v1.BindBatchRequest\x1a .splitsched.v1.BindBatchResponse\x12S\n\x13ReportUnschedulable\x12\".splitsched.v1.UnschedulableReport\x1a\x18.splitsched.v1.BinderAck\x12\x42\n\x07Preempt\x12\x1d.splitsched.v1.PreemptRequest\x1a\x18.splitsched.v1.BinderAckBDZBgithub.com/splitsched/splitsched/gen/go/splitsched/v1;splitschedv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,25 +41,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._loaded_options = None
   _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._serialized_options = b'8\001'
   _globals['_BINDREQUEST']._serialized_start=106
-  _globals['_BINDREQUEST']._serialized_end=496
-  _globals['_BINDREQUEST_TRACECONTEXTENTRY']._serialized_start=445
-  _globals['_BINDREQUEST_TRACECONTEXTENTRY']._serialized_end=496
-  _globals['_BINDRESPONSE']._serialized_start=498
-  _globals['_BINDRESPONSE']._serialized_end=567
-  _globals['_BINDBATCHREQUEST']._serialized_start=569
-  _globals['_BINDBATCHREQUEST']._serialized_end=633
-  _globals['_BINDBATCHRESPONSE']._serialized_start=635
-  _globals['_BINDBATCHRESPONSE']._serialized_end=702
-  _globals['_UNSCHEDULABLEREPORT']._serialized_start=705
-  _globals['_UNSCHEDULABLEREPORT']._serialized_end=942
-  _globals['_UNSCHEDULABLEREPORT_TRACECONTEXTENTRY']._serialized_start=445
-  _globals['_UNSCHEDULABLEREPORT_TRACECONTEXTENTRY']._serialized_end=496
-  _globals['_PREEMPTREQUEST']._serialized_start=945
-  _globals['_PREEMPTREQUEST']._serialized_end=1220
-  _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._serialized_start=445
-  _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._serialized_end=496
-  _globals['_BINDERACK']._serialized_start=1222
-  _globals['_BINDERACK']._serialized_end=1267
-  _globals['_BINDER']._serialized_start=1270
-  _globals['_BINDER']._serialized_end=1576
+  _globals['_BINDREQUEST']._serialized_end=545
+  _globals['_BINDREQUEST_TRACECONTEXTENTRY']._serialized_start=494
+  _globals['_BINDREQUEST_TRACECONTEXTENTRY']._serialized_end=545
+  _globals['_BINDRESPONSE']._serialized_start=547
+  _globals['_BINDRESPONSE']._serialized_end=616
+  _globals['_BINDBATCHREQUEST']._serialized_start=618
+  _globals['_BINDBATCHREQUEST']._serialized_end=682
+  _globals['_BINDBATCHRESPONSE']._serialized_start=684
+  _globals['_BINDBATCHRESPONSE']._serialized_end=751
+  _globals['_UNSCHEDULABLEREPORT']._serialized_start=754
+  _globals['_UNSCHEDULABLEREPORT']._serialized_end=991
+  _globals['_UNSCHEDULABLEREPORT_TRACECONTEXTENTRY']._serialized_start=494
+  _globals['_UNSCHEDULABLEREPORT_TRACECONTEXTENTRY']._serialized_end=545
+  _globals['_PREEMPTREQUEST']._serialized_start=994
+  _globals['_PREEMPTREQUEST']._serialized_end=1269
+  _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._serialized_start=494
+  _globals['_PREEMPTREQUEST_TRACECONTEXTENTRY']._serialized_end=545
+  _globals['_BINDERACK']._serialized_start=1271
+  _globals['_BINDERACK']._serialized_end=1316
+  _globals['_BINDER']._serialized_start=1319
+  _globals['_BINDER']._serialized_end=1625
 # @@protoc_insertion_point(module_scope)

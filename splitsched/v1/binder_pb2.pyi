@@ -59,6 +59,7 @@ class BindRequest(_message.Message):
     SCHEDULER_ID_FIELD_NUMBER: _builtins.int
     PROFILE_FIELD_NUMBER: _builtins.int
     VOLUME_BINDINGS_FIELD_NUMBER: _builtins.int
+    CLAIM_WRITES_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """unique per decision; outcomes refer to it"""
     node: _builtins.str
@@ -93,6 +94,17 @@ class BindRequest(_message.Message):
         claimed, as decided is not written again.
         """
 
+    @_builtins.property
+    def claim_writes(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.ClaimWrite]:
+        """The device step before the Binding (kube-scheduler's DynamicResources PreBind), after
+        the volume step: for each of the pod's ResourceClaims not yet reserved for it, write
+        the allocation (with the finalizer resource.kubernetes.io/delete-protection) when one
+        is given, and add the pod to status.reservedFor. A failure undoes the step's writes
+        and ends the decision without a Binding: FAILED with "device binding failed
+        (<reason>): ..." (docs/binder.md lists the reasons). Idempotent: a claim already
+        holding this allocation, or already reserved for the pod, is not written again.
+        """
+
     def __init__(
         self,
         *,
@@ -106,10 +118,11 @@ class BindRequest(_message.Message):
         scheduler_id: _builtins.str = ...,
         profile: _builtins.str = ...,
         volume_bindings: _abc.Iterable[_types_pb2.VolumeBinding] | None = ...,
+        claim_writes: _abc.Iterable[_types_pb2.ClaimWrite] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["deadline", b"deadline", "decision_id", b"decision_id", "max_attempts", b"max_attempts", "node", b"node", "node_version", b"node_version", "pod", b"pod", "profile", b"profile", "scheduler_id", b"scheduler_id", "trace_context", b"trace_context", "volume_bindings", b"volume_bindings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["claim_writes", b"claim_writes", "deadline", b"deadline", "decision_id", b"decision_id", "max_attempts", b"max_attempts", "node", b"node", "node_version", b"node_version", "pod", b"pod", "profile", b"profile", "scheduler_id", b"scheduler_id", "trace_context", b"trace_context", "volume_bindings", b"volume_bindings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

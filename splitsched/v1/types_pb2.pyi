@@ -1121,6 +1121,44 @@ class VolumeBinding(_message.Message):
 Global___VolumeBinding: _TypeAlias = VolumeBinding  # noqa: Y015
 
 @_typing.final
+class ClaimWrite(_message.Message):
+    """One ResourceClaim of a decision's device step (BindRequest.claim_writes): what
+    kube-scheduler's DynamicResources PreBind writes for it before the pod's Binding.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CLAIM_NAMESPACE_FIELD_NUMBER: _builtins.int
+    CLAIM_NAME_FIELD_NUMBER: _builtins.int
+    CLAIM_UID_FIELD_NUMBER: _builtins.int
+    ALLOCATION_FIELD_NUMBER: _builtins.int
+    claim_namespace: _builtins.str
+    claim_name: _builtins.str
+    claim_uid: _builtins.str
+    """The claim decided on: a claim of another uid (deleted and made again) fails the step."""
+    @_builtins.property
+    def allocation(self) -> Global___DeviceAllocation:
+        """The devices the scheduler chose for the claim. Unset: the claim is already allocated
+        (shared by several pods), and only the pod is added to its reservedFor.
+        """
+
+    def __init__(
+        self,
+        *,
+        claim_namespace: _builtins.str = ...,
+        claim_name: _builtins.str = ...,
+        claim_uid: _builtins.str = ...,
+        allocation: Global___DeviceAllocation | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocation", b"allocation", "claim_name", b"claim_name", "claim_namespace", b"claim_namespace", "claim_uid", b"claim_uid"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClaimWrite: _TypeAlias = ClaimWrite  # noqa: Y015
+
+@_typing.final
 class ObjectRef(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

@@ -1903,6 +1903,79 @@ func (x *VolumeBinding) GetPvName() string {
 	return ""
 }
 
+// One ResourceClaim of a decision's device step (BindRequest.claim_writes): what
+// kube-scheduler's DynamicResources PreBind writes for it before the pod's Binding.
+type ClaimWrite struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ClaimNamespace string                 `protobuf:"bytes,1,opt,name=claim_namespace,json=claimNamespace,proto3" json:"claim_namespace,omitempty"`
+	ClaimName      string                 `protobuf:"bytes,2,opt,name=claim_name,json=claimName,proto3" json:"claim_name,omitempty"`
+	// The claim decided on: a claim of another uid (deleted and made again) fails the step.
+	ClaimUid string `protobuf:"bytes,3,opt,name=claim_uid,json=claimUid,proto3" json:"claim_uid,omitempty"`
+	// The devices the scheduler chose for the claim. Unset: the claim is already allocated
+	// (shared by several pods), and only the pod is added to its reservedFor.
+	Allocation    *DeviceAllocation `protobuf:"bytes,4,opt,name=allocation,proto3" json:"allocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClaimWrite) Reset() {
+	*x = ClaimWrite{}
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClaimWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClaimWrite) ProtoMessage() {}
+
+func (x *ClaimWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClaimWrite.ProtoReflect.Descriptor instead.
+func (*ClaimWrite) Descriptor() ([]byte, []int) {
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ClaimWrite) GetClaimNamespace() string {
+	if x != nil {
+		return x.ClaimNamespace
+	}
+	return ""
+}
+
+func (x *ClaimWrite) GetClaimName() string {
+	if x != nil {
+		return x.ClaimName
+	}
+	return ""
+}
+
+func (x *ClaimWrite) GetClaimUid() string {
+	if x != nil {
+		return x.ClaimUid
+	}
+	return ""
+}
+
+func (x *ClaimWrite) GetAllocation() *DeviceAllocation {
+	if x != nil {
+		return x.Allocation
+	}
+	return nil
+}
+
 type ObjectRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -1914,7 +1987,7 @@ type ObjectRef struct {
 
 func (x *ObjectRef) Reset() {
 	*x = ObjectRef{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1926,7 +1999,7 @@ func (x *ObjectRef) String() string {
 func (*ObjectRef) ProtoMessage() {}
 
 func (x *ObjectRef) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[25]
+	mi := &file_splitsched_v1_types_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1939,7 +2012,7 @@ func (x *ObjectRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObjectRef.ProtoReflect.Descriptor instead.
 func (*ObjectRef) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{25}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ObjectRef) GetNamespace() string {
@@ -1973,7 +2046,7 @@ type TopologySelectorRequirement struct {
 
 func (x *TopologySelectorRequirement) Reset() {
 	*x = TopologySelectorRequirement{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2058,7 @@ func (x *TopologySelectorRequirement) String() string {
 func (*TopologySelectorRequirement) ProtoMessage() {}
 
 func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[26]
+	mi := &file_splitsched_v1_types_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2071,7 @@ func (x *TopologySelectorRequirement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorRequirement.ProtoReflect.Descriptor instead.
 func (*TopologySelectorRequirement) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{26}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TopologySelectorRequirement) GetKey() string {
@@ -2024,7 +2097,7 @@ type TopologySelectorTerm struct {
 
 func (x *TopologySelectorTerm) Reset() {
 	*x = TopologySelectorTerm{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2109,7 @@ func (x *TopologySelectorTerm) String() string {
 func (*TopologySelectorTerm) ProtoMessage() {}
 
 func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[27]
+	mi := &file_splitsched_v1_types_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2122,7 @@ func (x *TopologySelectorTerm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologySelectorTerm.ProtoReflect.Descriptor instead.
 func (*TopologySelectorTerm) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{27}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TopologySelectorTerm) GetMatchLabelExpressions() []*TopologySelectorRequirement {
@@ -2086,7 +2159,7 @@ type PersistentVolumeClaim struct {
 
 func (x *PersistentVolumeClaim) Reset() {
 	*x = PersistentVolumeClaim{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2171,7 @@ func (x *PersistentVolumeClaim) String() string {
 func (*PersistentVolumeClaim) ProtoMessage() {}
 
 func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[28]
+	mi := &file_splitsched_v1_types_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2184,7 @@ func (x *PersistentVolumeClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolumeClaim.ProtoReflect.Descriptor instead.
 func (*PersistentVolumeClaim) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{28}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PersistentVolumeClaim) GetNamespace() string {
@@ -2242,7 +2315,7 @@ type PersistentVolume struct {
 
 func (x *PersistentVolume) Reset() {
 	*x = PersistentVolume{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2327,7 @@ func (x *PersistentVolume) String() string {
 func (*PersistentVolume) ProtoMessage() {}
 
 func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[29]
+	mi := &file_splitsched_v1_types_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2340,7 @@ func (x *PersistentVolume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PersistentVolume.ProtoReflect.Descriptor instead.
 func (*PersistentVolume) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{29}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PersistentVolume) GetName() string {
@@ -2382,7 +2455,7 @@ type StorageClass struct {
 
 func (x *StorageClass) Reset() {
 	*x = StorageClass{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2467,7 @@ func (x *StorageClass) String() string {
 func (*StorageClass) ProtoMessage() {}
 
 func (x *StorageClass) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[30]
+	mi := &file_splitsched_v1_types_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2480,7 @@ func (x *StorageClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StorageClass.ProtoReflect.Descriptor instead.
 func (*StorageClass) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{30}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StorageClass) GetName() string {
@@ -2465,7 +2538,7 @@ type CSINode struct {
 
 func (x *CSINode) Reset() {
 	*x = CSINode{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[31]
+	mi := &file_splitsched_v1_types_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2550,7 @@ func (x *CSINode) String() string {
 func (*CSINode) ProtoMessage() {}
 
 func (x *CSINode) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[31]
+	mi := &file_splitsched_v1_types_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2563,7 @@ func (x *CSINode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CSINode.ProtoReflect.Descriptor instead.
 func (*CSINode) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{31}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CSINode) GetName() string {
@@ -2534,7 +2607,7 @@ type PodDisruptionBudget struct {
 
 func (x *PodDisruptionBudget) Reset() {
 	*x = PodDisruptionBudget{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[32]
+	mi := &file_splitsched_v1_types_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +2619,7 @@ func (x *PodDisruptionBudget) String() string {
 func (*PodDisruptionBudget) ProtoMessage() {}
 
 func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[32]
+	mi := &file_splitsched_v1_types_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +2632,7 @@ func (x *PodDisruptionBudget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodDisruptionBudget.ProtoReflect.Descriptor instead.
 func (*PodDisruptionBudget) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{32}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PodDisruptionBudget) GetNamespace() string {
@@ -2612,7 +2685,7 @@ type DeviceAttribute struct {
 
 func (x *DeviceAttribute) Reset() {
 	*x = DeviceAttribute{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[33]
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2697,7 @@ func (x *DeviceAttribute) String() string {
 func (*DeviceAttribute) ProtoMessage() {}
 
 func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[33]
+	mi := &file_splitsched_v1_types_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2710,7 @@ func (x *DeviceAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttribute.ProtoReflect.Descriptor instead.
 func (*DeviceAttribute) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{33}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeviceAttribute) GetValue() isDeviceAttribute_Value {
@@ -2724,7 +2797,7 @@ type DeviceTaint struct {
 
 func (x *DeviceTaint) Reset() {
 	*x = DeviceTaint{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2809,7 @@ func (x *DeviceTaint) String() string {
 func (*DeviceTaint) ProtoMessage() {}
 
 func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[34]
+	mi := &file_splitsched_v1_types_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2822,7 @@ func (x *DeviceTaint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceTaint.ProtoReflect.Descriptor instead.
 func (*DeviceTaint) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{34}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeviceTaint) GetKey() string {
@@ -2786,7 +2859,7 @@ type DeviceToleration struct {
 
 func (x *DeviceToleration) Reset() {
 	*x = DeviceToleration{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2798,7 +2871,7 @@ func (x *DeviceToleration) String() string {
 func (*DeviceToleration) ProtoMessage() {}
 
 func (x *DeviceToleration) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[35]
+	mi := &file_splitsched_v1_types_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2811,7 +2884,7 @@ func (x *DeviceToleration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceToleration.ProtoReflect.Descriptor instead.
 func (*DeviceToleration) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{35}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeviceToleration) GetKey() string {
@@ -2854,7 +2927,7 @@ type CounterSet struct {
 
 func (x *CounterSet) Reset() {
 	*x = CounterSet{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2939,7 @@ func (x *CounterSet) String() string {
 func (*CounterSet) ProtoMessage() {}
 
 func (x *CounterSet) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[36]
+	mi := &file_splitsched_v1_types_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2952,7 @@ func (x *CounterSet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CounterSet.ProtoReflect.Descriptor instead.
 func (*CounterSet) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{36}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CounterSet) GetName() string {
@@ -2919,7 +2992,7 @@ type Device struct {
 
 func (x *Device) Reset() {
 	*x = Device{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3004,7 @@ func (x *Device) String() string {
 func (*Device) ProtoMessage() {}
 
 func (x *Device) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[37]
+	mi := &file_splitsched_v1_types_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3017,7 @@ func (x *Device) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Device.ProtoReflect.Descriptor instead.
 func (*Device) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{37}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Device) GetName() string {
@@ -3062,7 +3135,7 @@ type ResourceSlice struct {
 
 func (x *ResourceSlice) Reset() {
 	*x = ResourceSlice{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3074,7 +3147,7 @@ func (x *ResourceSlice) String() string {
 func (*ResourceSlice) ProtoMessage() {}
 
 func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[38]
+	mi := &file_splitsched_v1_types_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3087,7 +3160,7 @@ func (x *ResourceSlice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSlice.ProtoReflect.Descriptor instead.
 func (*ResourceSlice) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{38}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResourceSlice) GetName() string {
@@ -3200,7 +3273,7 @@ type DeviceClass struct {
 
 func (x *DeviceClass) Reset() {
 	*x = DeviceClass{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3212,7 +3285,7 @@ func (x *DeviceClass) String() string {
 func (*DeviceClass) ProtoMessage() {}
 
 func (x *DeviceClass) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[39]
+	mi := &file_splitsched_v1_types_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3225,7 +3298,7 @@ func (x *DeviceClass) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceClass.ProtoReflect.Descriptor instead.
 func (*DeviceClass) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{39}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeviceClass) GetName() string {
@@ -3274,7 +3347,7 @@ type DeviceRequestSpec struct {
 
 func (x *DeviceRequestSpec) Reset() {
 	*x = DeviceRequestSpec{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3359,7 @@ func (x *DeviceRequestSpec) String() string {
 func (*DeviceRequestSpec) ProtoMessage() {}
 
 func (x *DeviceRequestSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[40]
+	mi := &file_splitsched_v1_types_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3372,7 @@ func (x *DeviceRequestSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequestSpec.ProtoReflect.Descriptor instead.
 func (*DeviceRequestSpec) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{40}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DeviceRequestSpec) GetName() string {
@@ -3369,7 +3442,7 @@ type DeviceRequest struct {
 
 func (x *DeviceRequest) Reset() {
 	*x = DeviceRequest{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3381,7 +3454,7 @@ func (x *DeviceRequest) String() string {
 func (*DeviceRequest) ProtoMessage() {}
 
 func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[41]
+	mi := &file_splitsched_v1_types_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3394,7 +3467,7 @@ func (x *DeviceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceRequest.ProtoReflect.Descriptor instead.
 func (*DeviceRequest) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{41}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DeviceRequest) GetName() string {
@@ -3431,7 +3504,7 @@ type MatchAttribute struct {
 
 func (x *MatchAttribute) Reset() {
 	*x = MatchAttribute{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3516,7 @@ func (x *MatchAttribute) String() string {
 func (*MatchAttribute) ProtoMessage() {}
 
 func (x *MatchAttribute) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[42]
+	mi := &file_splitsched_v1_types_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3529,7 @@ func (x *MatchAttribute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MatchAttribute.ProtoReflect.Descriptor instead.
 func (*MatchAttribute) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{42}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MatchAttribute) GetAttribute() string {
@@ -3490,7 +3563,7 @@ type ClaimConfig struct {
 
 func (x *ClaimConfig) Reset() {
 	*x = ClaimConfig{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3575,7 @@ func (x *ClaimConfig) String() string {
 func (*ClaimConfig) ProtoMessage() {}
 
 func (x *ClaimConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[43]
+	mi := &file_splitsched_v1_types_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3588,7 @@ func (x *ClaimConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimConfig.ProtoReflect.Descriptor instead.
 func (*ClaimConfig) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{43}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClaimConfig) GetRequests() []string {
@@ -3545,7 +3618,7 @@ type DeviceResult struct {
 
 func (x *DeviceResult) Reset() {
 	*x = DeviceResult{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3630,7 @@ func (x *DeviceResult) String() string {
 func (*DeviceResult) ProtoMessage() {}
 
 func (x *DeviceResult) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[44]
+	mi := &file_splitsched_v1_types_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3643,7 @@ func (x *DeviceResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceResult.ProtoReflect.Descriptor instead.
 func (*DeviceResult) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{44}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeviceResult) GetRequest() string {
@@ -3619,7 +3692,7 @@ type AllocatedConfig struct {
 
 func (x *AllocatedConfig) Reset() {
 	*x = AllocatedConfig{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	mi := &file_splitsched_v1_types_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3704,7 @@ func (x *AllocatedConfig) String() string {
 func (*AllocatedConfig) ProtoMessage() {}
 
 func (x *AllocatedConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[45]
+	mi := &file_splitsched_v1_types_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3717,7 @@ func (x *AllocatedConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedConfig.ProtoReflect.Descriptor instead.
 func (*AllocatedConfig) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{45}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AllocatedConfig) GetSource() string {
@@ -3680,7 +3753,7 @@ type DeviceAllocation struct {
 
 func (x *DeviceAllocation) Reset() {
 	*x = DeviceAllocation{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[46]
+	mi := &file_splitsched_v1_types_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3765,7 @@ func (x *DeviceAllocation) String() string {
 func (*DeviceAllocation) ProtoMessage() {}
 
 func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[46]
+	mi := &file_splitsched_v1_types_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3778,7 @@ func (x *DeviceAllocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAllocation.ProtoReflect.Descriptor instead.
 func (*DeviceAllocation) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{46}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeviceAllocation) GetResults() []*DeviceResult {
@@ -3748,7 +3821,7 @@ type ConsumerRef struct {
 
 func (x *ConsumerRef) Reset() {
 	*x = ConsumerRef{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[47]
+	mi := &file_splitsched_v1_types_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +3833,7 @@ func (x *ConsumerRef) String() string {
 func (*ConsumerRef) ProtoMessage() {}
 
 func (x *ConsumerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[47]
+	mi := &file_splitsched_v1_types_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +3846,7 @@ func (x *ConsumerRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumerRef.ProtoReflect.Descriptor instead.
 func (*ConsumerRef) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{47}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsumerRef) GetResource() string {
@@ -3826,7 +3899,7 @@ type ResourceClaim struct {
 
 func (x *ResourceClaim) Reset() {
 	*x = ResourceClaim{}
-	mi := &file_splitsched_v1_types_proto_msgTypes[48]
+	mi := &file_splitsched_v1_types_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +3911,7 @@ func (x *ResourceClaim) String() string {
 func (*ResourceClaim) ProtoMessage() {}
 
 func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_splitsched_v1_types_proto_msgTypes[48]
+	mi := &file_splitsched_v1_types_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +3924,7 @@ func (x *ResourceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceClaim.ProtoReflect.Descriptor instead.
 func (*ResourceClaim) Descriptor() ([]byte, []int) {
-	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{48}
+	return file_splitsched_v1_types_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ResourceClaim) GetNamespace() string {
@@ -4141,7 +4214,16 @@ const file_splitsched_v1_types_proto_rawDesc = "" +
 	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
 	"\n" +
 	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x17\n" +
-	"\apv_name\x18\x03 \x01(\tR\x06pvName\"O\n" +
+	"\apv_name\x18\x03 \x01(\tR\x06pvName\"\xb2\x01\n" +
+	"\n" +
+	"ClaimWrite\x12'\n" +
+	"\x0fclaim_namespace\x18\x01 \x01(\tR\x0eclaimNamespace\x12\x1d\n" +
+	"\n" +
+	"claim_name\x18\x02 \x01(\tR\tclaimName\x12\x1b\n" +
+	"\tclaim_uid\x18\x03 \x01(\tR\bclaimUid\x12?\n" +
+	"\n" +
+	"allocation\x18\x04 \x01(\v2\x1f.splitsched.v1.DeviceAllocationR\n" +
+	"allocation\"O\n" +
 	"\tObjectRef\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -4354,7 +4436,7 @@ func file_splitsched_v1_types_proto_rawDescGZIP() []byte {
 	return file_splitsched_v1_types_proto_rawDescData
 }
 
-var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_splitsched_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_splitsched_v1_types_proto_goTypes = []any{
 	(*PodRef)(nil),                      // 0: splitsched.v1.PodRef
 	(*Taint)(nil),                       // 1: splitsched.v1.Taint
@@ -4381,48 +4463,49 @@ var file_splitsched_v1_types_proto_goTypes = []any{
 	(*PodResourceClaim)(nil),            // 22: splitsched.v1.PodResourceClaim
 	(*PodVolume)(nil),                   // 23: splitsched.v1.PodVolume
 	(*VolumeBinding)(nil),               // 24: splitsched.v1.VolumeBinding
-	(*ObjectRef)(nil),                   // 25: splitsched.v1.ObjectRef
-	(*TopologySelectorRequirement)(nil), // 26: splitsched.v1.TopologySelectorRequirement
-	(*TopologySelectorTerm)(nil),        // 27: splitsched.v1.TopologySelectorTerm
-	(*PersistentVolumeClaim)(nil),       // 28: splitsched.v1.PersistentVolumeClaim
-	(*PersistentVolume)(nil),            // 29: splitsched.v1.PersistentVolume
-	(*StorageClass)(nil),                // 30: splitsched.v1.StorageClass
-	(*CSINode)(nil),                     // 31: splitsched.v1.CSINode
-	(*PodDisruptionBudget)(nil),         // 32: splitsched.v1.PodDisruptionBudget
-	(*DeviceAttribute)(nil),             // 33: splitsched.v1.DeviceAttribute
-	(*DeviceTaint)(nil),                 // 34: splitsched.v1.DeviceTaint
-	(*DeviceToleration)(nil),            // 35: splitsched.v1.DeviceToleration
-	(*CounterSet)(nil),                  // 36: splitsched.v1.CounterSet
-	(*Device)(nil),                      // 37: splitsched.v1.Device
-	(*ResourceSlice)(nil),               // 38: splitsched.v1.ResourceSlice
-	(*DeviceClass)(nil),                 // 39: splitsched.v1.DeviceClass
-	(*DeviceRequestSpec)(nil),           // 40: splitsched.v1.DeviceRequestSpec
-	(*DeviceRequest)(nil),               // 41: splitsched.v1.DeviceRequest
-	(*MatchAttribute)(nil),              // 42: splitsched.v1.MatchAttribute
-	(*ClaimConfig)(nil),                 // 43: splitsched.v1.ClaimConfig
-	(*DeviceResult)(nil),                // 44: splitsched.v1.DeviceResult
-	(*AllocatedConfig)(nil),             // 45: splitsched.v1.AllocatedConfig
-	(*DeviceAllocation)(nil),            // 46: splitsched.v1.DeviceAllocation
-	(*ConsumerRef)(nil),                 // 47: splitsched.v1.ConsumerRef
-	(*ResourceClaim)(nil),               // 48: splitsched.v1.ResourceClaim
-	nil,                                 // 49: splitsched.v1.LabelSelector.MatchLabelsEntry
-	nil,                                 // 50: splitsched.v1.Container.RequestsEntry
-	nil,                                 // 51: splitsched.v1.Node.LabelsEntry
-	nil,                                 // 52: splitsched.v1.Node.AnnotationsEntry
-	nil,                                 // 53: splitsched.v1.Node.AllocatableEntry
-	nil,                                 // 54: splitsched.v1.Namespace.LabelsEntry
-	nil,                                 // 55: splitsched.v1.Pod.LabelsEntry
-	nil,                                 // 56: splitsched.v1.Pod.AnnotationsEntry
-	nil,                                 // 57: splitsched.v1.Pod.OverheadEntry
-	nil,                                 // 58: splitsched.v1.Pod.PodRequestsEntry
-	nil,                                 // 59: splitsched.v1.Pod.NodeSelectorEntry
-	nil,                                 // 60: splitsched.v1.PersistentVolume.LabelsEntry
-	nil,                                 // 61: splitsched.v1.CSINode.AllocatableEntry
-	nil,                                 // 62: splitsched.v1.CounterSet.CountersEntry
-	nil,                                 // 63: splitsched.v1.Device.AttributesEntry
-	nil,                                 // 64: splitsched.v1.Device.CapacityEntry
-	nil,                                 // 65: splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
-	(*timestamppb.Timestamp)(nil),       // 66: google.protobuf.Timestamp
+	(*ClaimWrite)(nil),                  // 25: splitsched.v1.ClaimWrite
+	(*ObjectRef)(nil),                   // 26: splitsched.v1.ObjectRef
+	(*TopologySelectorRequirement)(nil), // 27: splitsched.v1.TopologySelectorRequirement
+	(*TopologySelectorTerm)(nil),        // 28: splitsched.v1.TopologySelectorTerm
+	(*PersistentVolumeClaim)(nil),       // 29: splitsched.v1.PersistentVolumeClaim
+	(*PersistentVolume)(nil),            // 30: splitsched.v1.PersistentVolume
+	(*StorageClass)(nil),                // 31: splitsched.v1.StorageClass
+	(*CSINode)(nil),                     // 32: splitsched.v1.CSINode
+	(*PodDisruptionBudget)(nil),         // 33: splitsched.v1.PodDisruptionBudget
+	(*DeviceAttribute)(nil),             // 34: splitsched.v1.DeviceAttribute
+	(*DeviceTaint)(nil),                 // 35: splitsched.v1.DeviceTaint
+	(*DeviceToleration)(nil),            // 36: splitsched.v1.DeviceToleration
+	(*CounterSet)(nil),                  // 37: splitsched.v1.CounterSet
+	(*Device)(nil),                      // 38: splitsched.v1.Device
+	(*ResourceSlice)(nil),               // 39: splitsched.v1.ResourceSlice
+	(*DeviceClass)(nil),                 // 40: splitsched.v1.DeviceClass
+	(*DeviceRequestSpec)(nil),           // 41: splitsched.v1.DeviceRequestSpec
+	(*DeviceRequest)(nil),               // 42: splitsched.v1.DeviceRequest
+	(*MatchAttribute)(nil),              // 43: splitsched.v1.MatchAttribute
+	(*ClaimConfig)(nil),                 // 44: splitsched.v1.ClaimConfig
+	(*DeviceResult)(nil),                // 45: splitsched.v1.DeviceResult
+	(*AllocatedConfig)(nil),             // 46: splitsched.v1.AllocatedConfig
+	(*DeviceAllocation)(nil),            // 47: splitsched.v1.DeviceAllocation
+	(*ConsumerRef)(nil),                 // 48: splitsched.v1.ConsumerRef
+	(*ResourceClaim)(nil),               // 49: splitsched.v1.ResourceClaim
+	nil,                                 // 50: splitsched.v1.LabelSelector.MatchLabelsEntry
+	nil,                                 // 51: splitsched.v1.Container.RequestsEntry
+	nil,                                 // 52: splitsched.v1.Node.LabelsEntry
+	nil,                                 // 53: splitsched.v1.Node.AnnotationsEntry
+	nil,                                 // 54: splitsched.v1.Node.AllocatableEntry
+	nil,                                 // 55: splitsched.v1.Namespace.LabelsEntry
+	nil,                                 // 56: splitsched.v1.Pod.LabelsEntry
+	nil,                                 // 57: splitsched.v1.Pod.AnnotationsEntry
+	nil,                                 // 58: splitsched.v1.Pod.OverheadEntry
+	nil,                                 // 59: splitsched.v1.Pod.PodRequestsEntry
+	nil,                                 // 60: splitsched.v1.Pod.NodeSelectorEntry
+	nil,                                 // 61: splitsched.v1.PersistentVolume.LabelsEntry
+	nil,                                 // 62: splitsched.v1.CSINode.AllocatableEntry
+	nil,                                 // 63: splitsched.v1.CounterSet.CountersEntry
+	nil,                                 // 64: splitsched.v1.Device.AttributesEntry
+	nil,                                 // 65: splitsched.v1.Device.CapacityEntry
+	nil,                                 // 66: splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
+	(*timestamppb.Timestamp)(nil),       // 67: google.protobuf.Timestamp
 }
 var file_splitsched_v1_types_proto_depIdxs = []int32{
 	3,  // 0: splitsched.v1.NodeSelectorTerm.match_expressions:type_name -> splitsched.v1.NodeSelectorRequirement
@@ -4430,7 +4513,7 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	4,  // 2: splitsched.v1.PreferredSchedulingTerm.preference:type_name -> splitsched.v1.NodeSelectorTerm
 	4,  // 3: splitsched.v1.NodeAffinity.required:type_name -> splitsched.v1.NodeSelectorTerm
 	5,  // 4: splitsched.v1.NodeAffinity.preferred:type_name -> splitsched.v1.PreferredSchedulingTerm
-	49, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
+	50, // 5: splitsched.v1.LabelSelector.match_labels:type_name -> splitsched.v1.LabelSelector.MatchLabelsEntry
 	7,  // 6: splitsched.v1.LabelSelector.match_expressions:type_name -> splitsched.v1.LabelSelectorRequirement
 	8,  // 7: splitsched.v1.PodAffinityTerm.label_selector:type_name -> splitsched.v1.LabelSelector
 	8,  // 8: splitsched.v1.PodAffinityTerm.namespace_selector:type_name -> splitsched.v1.LabelSelector
@@ -4438,69 +4521,70 @@ var file_splitsched_v1_types_proto_depIdxs = []int32{
 	9,  // 10: splitsched.v1.PodAffinity.required:type_name -> splitsched.v1.PodAffinityTerm
 	10, // 11: splitsched.v1.PodAffinity.preferred:type_name -> splitsched.v1.WeightedPodAffinityTerm
 	8,  // 12: splitsched.v1.TopologySpreadConstraint.label_selector:type_name -> splitsched.v1.LabelSelector
-	50, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
+	51, // 13: splitsched.v1.Container.requests:type_name -> splitsched.v1.Container.RequestsEntry
 	13, // 14: splitsched.v1.Container.host_ports:type_name -> splitsched.v1.HostPort
-	51, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
-	52, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
+	52, // 15: splitsched.v1.Node.labels:type_name -> splitsched.v1.Node.LabelsEntry
+	53, // 16: splitsched.v1.Node.annotations:type_name -> splitsched.v1.Node.AnnotationsEntry
 	1,  // 17: splitsched.v1.Node.taints:type_name -> splitsched.v1.Taint
-	53, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
+	54, // 18: splitsched.v1.Node.allocatable:type_name -> splitsched.v1.Node.AllocatableEntry
 	17, // 19: splitsched.v1.Node.conditions:type_name -> splitsched.v1.NodeCondition
 	19, // 20: splitsched.v1.Node.images:type_name -> splitsched.v1.ContainerImage
-	54, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
-	55, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
-	56, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
+	55, // 21: splitsched.v1.Namespace.labels:type_name -> splitsched.v1.Namespace.LabelsEntry
+	56, // 22: splitsched.v1.Pod.labels:type_name -> splitsched.v1.Pod.LabelsEntry
+	57, // 23: splitsched.v1.Pod.annotations:type_name -> splitsched.v1.Pod.AnnotationsEntry
 	14, // 24: splitsched.v1.Pod.containers:type_name -> splitsched.v1.Container
 	14, // 25: splitsched.v1.Pod.init_containers:type_name -> splitsched.v1.Container
-	57, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
-	58, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
-	59, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
+	58, // 26: splitsched.v1.Pod.overhead:type_name -> splitsched.v1.Pod.OverheadEntry
+	59, // 27: splitsched.v1.Pod.pod_requests:type_name -> splitsched.v1.Pod.PodRequestsEntry
+	60, // 28: splitsched.v1.Pod.node_selector:type_name -> splitsched.v1.Pod.NodeSelectorEntry
 	6,  // 29: splitsched.v1.Pod.node_affinity:type_name -> splitsched.v1.NodeAffinity
 	11, // 30: splitsched.v1.Pod.pod_affinity:type_name -> splitsched.v1.PodAffinity
 	11, // 31: splitsched.v1.Pod.pod_anti_affinity:type_name -> splitsched.v1.PodAffinity
 	2,  // 32: splitsched.v1.Pod.tolerations:type_name -> splitsched.v1.Toleration
 	12, // 33: splitsched.v1.Pod.topology_spread_constraints:type_name -> splitsched.v1.TopologySpreadConstraint
-	66, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 34: splitsched.v1.Pod.deletion_timestamp:type_name -> google.protobuf.Timestamp
 	15, // 35: splitsched.v1.Pod.owner:type_name -> splitsched.v1.OwnerReference
 	16, // 36: splitsched.v1.Pod.group:type_name -> splitsched.v1.PodGroup
-	66, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
+	67, // 37: splitsched.v1.Pod.creation_timestamp:type_name -> google.protobuf.Timestamp
 	23, // 38: splitsched.v1.Pod.volumes:type_name -> splitsched.v1.PodVolume
 	22, // 39: splitsched.v1.Pod.resource_claims:type_name -> splitsched.v1.PodResourceClaim
-	26, // 40: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
-	8,  // 41: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
-	60, // 42: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
-	4,  // 43: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
-	25, // 44: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
-	27, // 45: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
-	61, // 46: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
-	8,  // 47: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
-	62, // 48: splitsched.v1.CounterSet.counters:type_name -> splitsched.v1.CounterSet.CountersEntry
-	63, // 49: splitsched.v1.Device.attributes:type_name -> splitsched.v1.Device.AttributesEntry
-	64, // 50: splitsched.v1.Device.capacity:type_name -> splitsched.v1.Device.CapacityEntry
-	4,  // 51: splitsched.v1.Device.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	34, // 52: splitsched.v1.Device.taints:type_name -> splitsched.v1.DeviceTaint
-	36, // 53: splitsched.v1.Device.consumes_counters:type_name -> splitsched.v1.CounterSet
-	4,  // 54: splitsched.v1.ResourceSlice.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	37, // 55: splitsched.v1.ResourceSlice.devices:type_name -> splitsched.v1.Device
-	36, // 56: splitsched.v1.ResourceSlice.shared_counters:type_name -> splitsched.v1.CounterSet
-	35, // 57: splitsched.v1.DeviceRequestSpec.tolerations:type_name -> splitsched.v1.DeviceToleration
-	65, // 58: splitsched.v1.DeviceRequestSpec.capacity_requests:type_name -> splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
-	40, // 59: splitsched.v1.DeviceRequest.exactly:type_name -> splitsched.v1.DeviceRequestSpec
-	40, // 60: splitsched.v1.DeviceRequest.first_available:type_name -> splitsched.v1.DeviceRequestSpec
-	44, // 61: splitsched.v1.DeviceAllocation.results:type_name -> splitsched.v1.DeviceResult
-	4,  // 62: splitsched.v1.DeviceAllocation.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
-	45, // 63: splitsched.v1.DeviceAllocation.config:type_name -> splitsched.v1.AllocatedConfig
-	41, // 64: splitsched.v1.ResourceClaim.requests:type_name -> splitsched.v1.DeviceRequest
-	42, // 65: splitsched.v1.ResourceClaim.constraints:type_name -> splitsched.v1.MatchAttribute
-	43, // 66: splitsched.v1.ResourceClaim.config:type_name -> splitsched.v1.ClaimConfig
-	46, // 67: splitsched.v1.ResourceClaim.allocation:type_name -> splitsched.v1.DeviceAllocation
-	47, // 68: splitsched.v1.ResourceClaim.reserved_for:type_name -> splitsched.v1.ConsumerRef
-	15, // 69: splitsched.v1.ResourceClaim.owner:type_name -> splitsched.v1.OwnerReference
-	33, // 70: splitsched.v1.Device.AttributesEntry.value:type_name -> splitsched.v1.DeviceAttribute
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	47, // 40: splitsched.v1.ClaimWrite.allocation:type_name -> splitsched.v1.DeviceAllocation
+	27, // 41: splitsched.v1.TopologySelectorTerm.match_label_expressions:type_name -> splitsched.v1.TopologySelectorRequirement
+	8,  // 42: splitsched.v1.PersistentVolumeClaim.selector:type_name -> splitsched.v1.LabelSelector
+	61, // 43: splitsched.v1.PersistentVolume.labels:type_name -> splitsched.v1.PersistentVolume.LabelsEntry
+	4,  // 44: splitsched.v1.PersistentVolume.node_affinity:type_name -> splitsched.v1.NodeSelectorTerm
+	26, // 45: splitsched.v1.PersistentVolume.claim_ref:type_name -> splitsched.v1.ObjectRef
+	28, // 46: splitsched.v1.StorageClass.allowed_topologies:type_name -> splitsched.v1.TopologySelectorTerm
+	62, // 47: splitsched.v1.CSINode.allocatable:type_name -> splitsched.v1.CSINode.AllocatableEntry
+	8,  // 48: splitsched.v1.PodDisruptionBudget.selector:type_name -> splitsched.v1.LabelSelector
+	63, // 49: splitsched.v1.CounterSet.counters:type_name -> splitsched.v1.CounterSet.CountersEntry
+	64, // 50: splitsched.v1.Device.attributes:type_name -> splitsched.v1.Device.AttributesEntry
+	65, // 51: splitsched.v1.Device.capacity:type_name -> splitsched.v1.Device.CapacityEntry
+	4,  // 52: splitsched.v1.Device.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	35, // 53: splitsched.v1.Device.taints:type_name -> splitsched.v1.DeviceTaint
+	37, // 54: splitsched.v1.Device.consumes_counters:type_name -> splitsched.v1.CounterSet
+	4,  // 55: splitsched.v1.ResourceSlice.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	38, // 56: splitsched.v1.ResourceSlice.devices:type_name -> splitsched.v1.Device
+	37, // 57: splitsched.v1.ResourceSlice.shared_counters:type_name -> splitsched.v1.CounterSet
+	36, // 58: splitsched.v1.DeviceRequestSpec.tolerations:type_name -> splitsched.v1.DeviceToleration
+	66, // 59: splitsched.v1.DeviceRequestSpec.capacity_requests:type_name -> splitsched.v1.DeviceRequestSpec.CapacityRequestsEntry
+	41, // 60: splitsched.v1.DeviceRequest.exactly:type_name -> splitsched.v1.DeviceRequestSpec
+	41, // 61: splitsched.v1.DeviceRequest.first_available:type_name -> splitsched.v1.DeviceRequestSpec
+	45, // 62: splitsched.v1.DeviceAllocation.results:type_name -> splitsched.v1.DeviceResult
+	4,  // 63: splitsched.v1.DeviceAllocation.node_selector:type_name -> splitsched.v1.NodeSelectorTerm
+	46, // 64: splitsched.v1.DeviceAllocation.config:type_name -> splitsched.v1.AllocatedConfig
+	42, // 65: splitsched.v1.ResourceClaim.requests:type_name -> splitsched.v1.DeviceRequest
+	43, // 66: splitsched.v1.ResourceClaim.constraints:type_name -> splitsched.v1.MatchAttribute
+	44, // 67: splitsched.v1.ResourceClaim.config:type_name -> splitsched.v1.ClaimConfig
+	47, // 68: splitsched.v1.ResourceClaim.allocation:type_name -> splitsched.v1.DeviceAllocation
+	48, // 69: splitsched.v1.ResourceClaim.reserved_for:type_name -> splitsched.v1.ConsumerRef
+	15, // 70: splitsched.v1.ResourceClaim.owner:type_name -> splitsched.v1.OwnerReference
+	34, // 71: splitsched.v1.Device.AttributesEntry.value:type_name -> splitsched.v1.DeviceAttribute
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_types_proto_init() }
@@ -4510,7 +4594,7 @@ func file_splitsched_v1_types_proto_init() {
 	}
 	file_splitsched_v1_types_proto_msgTypes[2].OneofWrappers = []any{}
 	file_splitsched_v1_types_proto_msgTypes[12].OneofWrappers = []any{}
-	file_splitsched_v1_types_proto_msgTypes[33].OneofWrappers = []any{
+	file_splitsched_v1_types_proto_msgTypes[34].OneofWrappers = []any{
 		(*DeviceAttribute_Int)(nil),
 		(*DeviceAttribute_Bool)(nil),
 		(*DeviceAttribute_String_)(nil),
@@ -4522,7 +4606,7 @@ func file_splitsched_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_splitsched_v1_types_proto_rawDesc), len(file_splitsched_v1_types_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
