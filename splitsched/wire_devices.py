@@ -289,3 +289,14 @@ def devices_from_event(event: watcher_pb2.ClusterEvent) -> DeviceObject | None:
     if which == "resource_claim":
         return _claim(event.resource_claim)
     return None
+
+
+def claim_write_to_proto(write: model.ClaimWrite, out: types_pb2.ClaimWrite) -> None:
+    out.claim_namespace, out.claim_name, out.claim_uid = write.namespace, write.name, write.uid
+    if write.allocation is not None:
+        allocation_to_proto(write.allocation, out.allocation)
+
+
+def claim_write_from_proto(msg: types_pb2.ClaimWrite) -> model.ClaimWrite:
+    allocation = allocation_from_proto(msg.allocation) if msg.HasField("allocation") else None
+    return model.ClaimWrite(msg.claim_namespace, msg.claim_name, msg.claim_uid, allocation)

@@ -24,7 +24,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from services.scheduler.metrics import SchedulerMetrics
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from services.scheduler.traces import SchedulingTraces
-from splitsched import wire, wire_storage
+from splitsched import wire, wire_devices, wire_storage
 from splitsched.runtime import grpcsrv, tlsreload
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
 
@@ -136,6 +136,8 @@ class BinderDispatch:
             req.pod.CopyFrom(wire.pod_ref(d.pod))
             if d.volume_bindings:
                 wire_storage.bindings_to_proto(d.volume_bindings, req.volume_bindings)
+            for write in d.claim_writes:
+                wire_devices.claim_write_to_proto(write, req.claim_writes.add())
             if self.traces is not None:
                 req.trace_context.update(self.traces.bind_request(d.pod.uid, d.decision_id))
             deadline = d.deadline + wall - self.bind_timeout * BINDER_DEADLINE_MARGIN

@@ -24,6 +24,7 @@ import numpy as np
 
 from splitsched.core import fit_error, framework, models, nominated_rooms, storage, whatif
 from splitsched.core.cache import SchedulerCache
+from splitsched.core.devices.model import ClaimWrite
 from splitsched.core.filter_pass import run_filters
 from splitsched.core.nodetable import BoolArray, FloatArray, IntArray, NodeTable
 from splitsched.core.nominated_rooms import NOMINATED_PODS
@@ -471,6 +472,11 @@ class FrameworkAlgorithm:
         """The binder's volume writes for the assumed pod (`framework.PREBIND_VOLUMES`)."""
         held = self._reservations.get(uid)
         return (held.state.read(framework.PREBIND_VOLUMES) or ()) if held else ()
+
+    def prebind_claims(self, uid: str) -> tuple[ClaimWrite, ...]:
+        """The binder's ResourceClaim writes for the assumed pod (`framework.PREBIND_CLAIMS`)."""
+        held = self._reservations.get(uid)
+        return (held.state.read(framework.PREBIND_CLAIMS) or ()) if held else ()
 
     def confirm(self, uid: str) -> None:
         """The pod is bound: its reservation stands for good, never to be unreserved."""

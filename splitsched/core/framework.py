@@ -151,6 +151,9 @@ ALL_EVENTS = frozenset(ClusterEvent)
 #: `storage.VolumeBinding`) the binder makes before the pod's Binding: kube-scheduler's
 #: VolumeBinding PreBind, carried by the decision (`FrameworkAlgorithm.prebind_volumes`).
 PREBIND_VOLUMES = "PreBindVolumes"
+#: The same for ResourceClaims (a tuple of `devices.model.ClaimWrite`): kube-scheduler's
+#: DynamicResources PreBind (`FrameworkAlgorithm.prebind_claims`).
+PREBIND_CLAIMS = "PreBindClaims"
 
 
 class Plugin(Protocol):

@@ -1,9 +1,9 @@
-"""Dynamic Resource Allocation on the real control plane, as far as it goes today (issue
-23): the watcher streams a DeviceClass, a ResourceSlice and the ResourceClaim that
-kube-controller-manager's resourceclaim controller makes from a pod's
-ResourceClaimTemplate, and the scheduler judges every node for the pod in
-kube-scheduler's words. Until the binder writes allocations no pod with claims is bound:
-the test checks that none is, and that Explain says why, node by node.
+"""Dynamic Resource Allocation on the real control plane (issue 23): the watcher streams a
+DeviceClass, a ResourceSlice and the ResourceClaims kube-controller-manager's
+resourceclaim controller makes from pods' ResourceClaimTemplates; the scheduler allocates
+devices as kube-scheduler does, and the binder writes each claim's allocation and
+reservation before the pod's Binding. No device is given twice, a shared claim is
+allocated once, and a pod that fits nowhere says why, node by node.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import pytest
 from kubernetes import client
 
 from splitsched.core.devices import judge
-from splitsched.core.plugins.dynamic_resources import NOT_YET
 from splitsched.testing import kube, stack
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -73,13 +72,32 @@ def node_reasons(resp: Any) -> dict[str, set[str]]:
     }
 
 
-def test_a_pod_with_a_claim_template_is_judged_node_by_node_and_not_bound(
+def bound_node(core: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    return core.read_namespaced_pod(name, namespace).spec.node_name or None
+
+
+def claim_of(core: client.CoreV1Api, namespace: str, pod: str) -> str | None:
+    """The claim kube-controller-manager made from the pod's template (None: not yet)."""
+    statuses = core.read_namespaced_pod(pod, namespace).status.resource_claim_statuses or []
+    return next((s.resource_claim_name for s in statuses if s.resource_claim_name), None)
+
+
+def allocated_devices(claim: Any) -> list[tuple[str, str, str]]:
+    allocation = claim.status.allocation
+    results = allocation.devices.results if allocation is not None else []
+    return [(r.driver, r.pool, r.device) for r in results]
+
+
+def test_pods_with_claim_templates_bind_with_their_devices_allocated_and_reserved(
     kube_api: client.ApiClient,
     namespace: str,
     running_stack: stack.Stack,
     gpu_class: tuple[str, str],
     e2e_nodes: list[str],
 ) -> None:
+    """Three pods of one GPU each for the node's two GPUs: two bind there, each claim
+    allocated one GPU (never the same one) with the finalizer and the pod reserved; the
+    third waits, and every other node says why in kube's words."""
     cls, gpu_node = gpu_class
     resource, core = client.ResourceV1Api(kube_api), client.CoreV1Api(kube_api)
     resource.create_namespaced_resource_claim_template(namespace, {
@@ -87,39 +105,70 @@ def test_a_pod_with_a_claim_template_is_judged_node_by_node_and_not_bound(
         "spec": {"spec": {"devices": {"requests": [
             {"name": "gpu", "exactly": {"deviceClassName": cls}}]}}},
     })  # fmt: skip
-    kube.create_pods(kube_api, namespace=namespace, pods=[pod_with_template("trainer", "one-gpu")])
+    names = ["trainer-0", "trainer-1", "trainer-2"]
+    kube.create_pods(
+        kube_api, namespace=namespace, pods=[pod_with_template(n, "one-gpu") for n in names]
+    )
 
-    def claim_made() -> str | None:
-        pod = core.read_namespaced_pod("trainer", namespace)
-        statuses = pod.status.resource_claim_statuses or []
-        return next((s.resource_claim_name for s in statuses if s.resource_claim_name), None)
+    def two_bound() -> list[str] | None:
+        bound = [n for n in names if bound_node(core, namespace, n)]
+        return bound if len(bound) == 2 else None
 
-    claim = kube.wait_for(claim_made, timeout=30, message="the resourceclaim controller's claim")
-    assert resource.read_namespaced_resource_claim(claim, namespace).status.allocation is None
+    bound = kube.wait_for(two_bound, timeout=60, message="two of the three pods bound")
+    devices: list[tuple[str, str, str]] = []
+    for name in bound:
+        assert bound_node(core, namespace, name) == gpu_node
+        claim = resource.read_namespaced_resource_claim(claim_of(core, namespace, name), namespace)
+        assert "resource.kubernetes.io/delete-protection" in (claim.metadata.finalizers or [])
+        pod_uid = core.read_namespaced_pod(name, namespace).metadata.uid
+        assert [(r.resource, r.name, r.uid) for r in claim.status.reserved_for] == [
+            ("pods", name, pod_uid)
+        ]
+        devices += allocated_devices(claim)
+    assert len(devices) == 2 and len(set(devices)) == 2, devices  # no GPU given twice
+    (waiting,) = set(names) - set(bound)
 
     def judged() -> Any:
         try:
-            resp = explain(running_stack, namespace, "trainer")
+            resp = explain(running_stack, namespace, waiting)
         except grpc.RpcError:
             return None
-        reasons = node_reasons(resp)
-        return resp if reasons.get(gpu_node) == {NOT_YET} else None
+        return resp if node_reasons(resp).get(gpu_node) == {judge.CANNOT_ALLOCATE} else None
 
-    resp = kube.wait_for(judged, timeout=30, message="the scheduler to judge the pod's claim")
+    resp = kube.wait_for(judged, timeout=30, message="the third pod judged on the full node")
     reasons = node_reasons(resp)
     others = {n: r for n, r in reasons.items() if n in e2e_nodes and n != gpu_node}
     assert others and all(r == {judge.CANNOT_ALLOCATE} for r in others.values()), others
-    assert resp.feasible_nodes == 0 and resp.state == scheduler_pb2.WAITING
+    assert resp.state == scheduler_pb2.WAITING and not bound_node(core, namespace, waiting)
 
-    def verdict() -> list[str]:  # the cycle's verdict, written: the pod was not bound
-        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=trainer")
-        return [str(e.reason) for e in events.items if NOT_YET in str(e.message)]
 
-    verdicts = kube.wait_for(verdict, timeout=30, message="the pod's FailedScheduling event")
-    assert set(verdicts) == {"FailedScheduling"}
-    events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=trainer")
-    assert "Scheduled" not in {e.reason for e in events.items}
-    assert not core.read_namespaced_pod("trainer", namespace).spec.node_name
+def test_a_shared_claim_is_allocated_once_and_serves_two_pods(
+    kube_api: client.ApiClient,
+    namespace: str,
+    running_stack: stack.Stack,
+    gpu_class: tuple[str, str],
+) -> None:
+    cls, gpu_node = gpu_class
+    resource, core = client.ResourceV1Api(kube_api), client.CoreV1Api(kube_api)
+    request = {"name": "gpu", "exactly": {"deviceClassName": cls}}
+    resource.create_namespaced_resource_claim(
+        namespace, {"metadata": {"name": "shared"}, "spec": {"devices": {"requests": [request]}}}
+    )
+    pods = []
+    for name in ("reader-0", "reader-1"):
+        pod = kube.make_pod(name, scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "shared"}]
+        pods.append(pod)
+    kube.create_pods(kube_api, namespace=namespace, pods=pods)
+
+    def both_bound() -> bool:
+        return all(bound_node(core, namespace, p["metadata"]["name"]) for p in pods)
+
+    kube.wait_for(both_bound, timeout=60, message="both pods of the shared claim bound")
+    assert {bound_node(core, namespace, p["metadata"]["name"]) for p in pods} == {gpu_node}
+    claim = resource.read_namespaced_resource_claim("shared", namespace)
+    assert len(allocated_devices(claim)) == 1
+    assert sorted(r.name for r in claim.status.reserved_for) == ["reader-0", "reader-1"]
 
 
 def test_a_pod_naming_a_missing_class_waits_with_kubes_words(

@@ -21,7 +21,7 @@ from services.scheduler.attempts import AttemptStore
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
 from splitsched.runtime import grpcsrv, service
-from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2_grpc
+from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
 
 def only(out: list[Decision | Unschedulable] | None) -> Decision | Unschedulable:
@@ -174,3 +174,21 @@ async def running_scheduler(watcher: int, binder: int, *flags: str) -> AsyncIter
     finally:
         svc.leadership.stopped_leading()
         await asyncio.wait_for(served, 20)
+
+
+def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
+    """A manifest as the API server shows it: with a uid ("uid-<name>") and a version."""
+    meta = manifest["metadata"]
+    meta.setdefault("uid", f"uid-{meta['name']}")
+    meta["resourceVersion"] = rv
+    return manifest
+
+
+async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
+    """Report one outcome as a binder does; how many the scheduler accepted."""
+    async with grpc.aio.insecure_channel(api) as channel:
+        answer = await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
+            scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="b"),
+            timeout=10,
+        )
+    return answer.accepted

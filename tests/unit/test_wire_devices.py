@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from splitsched import wire_devices
 from splitsched.core import models
 from splitsched.core.devices import model, semver
-from splitsched.v1 import watcher_pb2
+from splitsched.v1 import types_pb2, watcher_pb2
 
 text = st.text(max_size=8)
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-./", min_size=1, max_size=12)
@@ -120,6 +120,16 @@ def through_the_wire(obj: wire_devices.DeviceObject) -> wire_devices.DeviceObjec
 @given(slices | classes | claims)
 def test_round_trip(obj: wire_devices.DeviceObject) -> None:
     assert through_the_wire(obj) == obj
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.builds(model.ClaimWrite, names, names, text, st.none() | allocations))
+def test_claim_writes_round_trip(write: model.ClaimWrite) -> None:
+    """A decision's ClaimWrite, to the binder: "allocated already" (None) stays None."""
+    msg = types_pb2.ClaimWrite()
+    wire_devices.claim_write_to_proto(write, msg)
+    again = types_pb2.ClaimWrite.FromString(msg.SerializeToString())
+    assert wire_devices.claim_write_from_proto(again) == write
 
 
 def test_none_and_empty_are_distinct_on_the_wire() -> None:

@@ -201,6 +201,7 @@ class StateBooks:
             victims=victims,
             adopted=adopted,
             volume_bindings=volumes,
+            claim_writes=self.algo.prebind_claims(pod.uid),
         )
         self.decisions[decision.decision_id] = decision
         self.decision_of_pod[pod.uid] = decision.decision_id

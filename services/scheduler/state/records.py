@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from splitsched.core import models, storage
+from splitsched.core.devices.model import ClaimWrite
 from splitsched.core.queue import QueuedPod
 
 
@@ -105,6 +106,9 @@ class Decision:
     # What the binder writes before the Binding: volumes bound to claims, claims marked
     # for provisioning (VolumeBinding's Reserve chose them; `FrameworkAlgorithm.prebind_volumes`).
     volume_bindings: tuple[storage.VolumeBinding, ...] = ()
+    # Then the ResourceClaims' allocations and reservations (DynamicResources' Reserve
+    # chose them; `FrameworkAlgorithm.prebind_claims`).
+    claim_writes: tuple[ClaimWrite, ...] = ()
 
     @property
     def is_preemption(self) -> bool:

@@ -278,3 +278,15 @@ class ResourceClaim:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """What the binder writes for one of a pod's claims before its Binding (kube's
+    DynamicResources PreBind): `allocation`, when the scheduler chose one (None: the claim
+    is allocated already), and the pod added to reservedFor."""
+
+    namespace: str
+    name: str
+    uid: str
+    allocation: Allocation | None = None

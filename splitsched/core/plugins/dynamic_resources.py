@@ -1,25 +1,30 @@
 """DynamicResources: a pod's ResourceClaims, as kube-scheduler's dynamicresources plugin
-reads them, and what it says when a pod fits nowhere.
+reads, allocates and reserves them.
 
 PreFilter finds each of the pod's claims in the view (`splitsched.core.devices`), in kube's
 words when it cannot: a claim not made from its template yet, not found, being deleted, or
 a request naming a DeviceClass that does not exist; the pod then waits, Unschedulable and
 Unresolvable, until a claim or class event requeues it. Filter judges the nodes every
-other filter passed, as kube's does (`devices.judge`): "resourceclaim not available on the
-node", "cannot allocate all claims"; a claims' error (a selector that fails) fails the
-cycle, as kube's Error does (`framework.FilterError`). For now no node passes, and the
-nodes where the claims could be allocated say so: the binder does not yet write
-allocations (the step before the Binding that kube's PreBind is), and a pod bound without
-its claims allocated and reserved would never start. Explain shows each node's answer.
-Pods without claims skip the plugin.
+other filter passed, as kube's does (`devices.judge`): a node passes where the claims to
+allocate can all be allocated and the allocated ones are usable; else "resourceclaim not
+available on the node" or "cannot allocate all claims". A claims' error (a selector that
+fails, a search past its budget) fails the cycle, as kube's Error does
+(`framework.FilterError`). Explain shows each node's answer. Pods without claims skip the
+plugin.
+
+Reserve assumes the chosen node's allocations, and the pod in each claim's reservedFor, in
+the view (`DeviceView.assume`), so no other pod is given the same devices and a claim
+shared by two pods is allocated once; the decision carries the writes to the binder
+(`framework.PREBIND_CLAIMS`), which makes them before the Binding. Unreserve drops them.
+A decision adopted after a failover comes without this cycle's answers: Reserve skips it
+(its writes are the binder's; the watch shows them when made).
 
 kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
 DefaultPreemption (freeing an idle claim beats evicting a pod); for a pod without claims
 it answers Unschedulable "no new claims to deallocate", and those words open the PostFilter
-part of every FailedScheduling message. splitsched does not support DRA: it allocates no
-ResourceClaims, so there is never one to deallocate, and this plugin says so in kube's
-words at the same place in the profile. A profile that leaves it out loses the words, as
-in kube. Not modelled: kube's own failure when a PreFilter rejection kept its PreFilter
+part of every FailedScheduling message. splitsched never deallocates a claim, so there is
+never one to deallocate, and this plugin says so in kube's words at the same place in the
+profile. Not modelled: kube's own failure when a PreFilter rejection kept its PreFilter
 from running (its PostFilter then errs "not found" and preemption never runs); here the
 words stay the same whatever rejected the pod.
 """
@@ -33,6 +38,7 @@ from typing import ClassVar
 import numpy as np
 
 from splitsched.core import framework, models
+from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
 from splitsched.core.devices.judge import PodClaims, judge_node
 from splitsched.core.devices.podclaims import pod_claims
@@ -40,13 +46,10 @@ from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.plugins import basics
 
 NO_CLAIMS = "no new claims to deallocate"
-NOT_YET = (
-    "the claims could be allocated here, but splitsched does not write allocations yet"
-    " (schedule pods with ResourceClaims with kube-scheduler)"
-)
 _E = framework.ClusterEvent
 _CLAIMS = "PreFilterDynamicResources"
 _ANSWERS = "FilterDynamicResources"
+_RESERVED = "ReserveDynamicResources"
 
 
 @dataclass(slots=True)
@@ -58,6 +61,8 @@ class _Answers:
     claims: PodClaims | str  # a str: PreFilter's reason (the state was not written)
     in_use: frozenset[tuple[str, str, str]]
     reasons: dict[int, str] = field(default_factory=dict)
+    #: per row that passes: one allocation per claim to allocate
+    allocations: dict[int, tuple[model.Allocation, ...]] = field(default_factory=dict)
     error: str = ""
 
 
@@ -92,14 +97,17 @@ class DynamicResources(basics.NoArgs):
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: BoolArray
     ) -> BoolArray:
         """Judges only `rows` (the nodes every earlier filter passed), as kube runs this
-        Filter last. No row passes yet: see the module's docstring."""
+        Filter last."""
         if not pod.resource_claims:
             return np.ones(table.n, dtype=np.bool_)
         answers = self._answers(state, pod, table)
-        self._judge(answers, np.flatnonzero(rows).tolist())
+        judged = np.flatnonzero(rows).tolist()
+        self._judge(answers, judged)
         if answers.error:
             raise framework.FilterError(answers.error)
-        return np.zeros(table.n, dtype=np.bool_)
+        fits = np.zeros(table.n, dtype=np.bool_)
+        fits[[row for row in judged if not answers.reasons[row]]] = True
+        return fits
 
     def failure_reasons(
         self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
@@ -108,7 +116,37 @@ class DynamicResources(basics.NoArgs):
         self._judge(answers, rows)
         if answers.error:
             return [(answers.error,)] * len(rows)
-        return [(answers.reasons[row] or NOT_YET,) for row in rows]
+        return [(answers.reasons[row],) for row in rows]
+
+    def reserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> framework.Status:
+        """Assume the node's allocations and the pod's reservations (kube's Reserve)."""
+        answers = state.read(_ANSWERS)
+        if not pod.resource_claims or not isinstance(answers, _Answers):
+            return framework.Status.skip()
+        row = answers.table.row_of.get(node)
+        if row is None:
+            return framework.Status.unschedulable("node is gone", plugin=self.name)
+        self._judge(answers, [row])
+        claims = answers.claims
+        reason = (
+            answers.error or answers.reasons[row] or (claims if isinstance(claims, str) else "")
+        )
+        if reason or isinstance(claims, str):
+            return framework.Status.unschedulable(reason, plugin=self.name)
+        writes = _claim_writes(pod, claims, answers.allocations[row])
+        view, consumer = answers.table.devices, _consumer(pod)
+        for write in writes:
+            view.assume((write.namespace, write.name), consumer, write.allocation)
+        state.write(_RESERVED, (view, writes))
+        state.write(framework.PREBIND_CLAIMS, writes)
+        return framework.Status.success()
+
+    def unreserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> None:
+        reserved = state.read(_RESERVED)
+        if reserved is not None:
+            view, writes = reserved
+            for write in writes:
+                view.unassume((write.namespace, write.name), pod.uid)
 
     def _answers(self, state: framework.CycleState, pod: models.Pod, table: NodeTable) -> _Answers:
         answers = state.read(_ANSWERS)
@@ -135,11 +173,15 @@ class DynamicResources(basics.NoArgs):
                 answers.reasons[row] = claims
                 continue
             try:
-                reason, _ = judge_node(table.nodes[row], claims, table.devices, answers.in_use)
+                reason, allocations = judge_node(
+                    table.nodes[row], claims, table.devices, answers.in_use
+                )
             except AllocationError as exc:
                 answers.error = str(exc)
                 return
             answers.reasons[row] = reason
+            if not reason:
+                answers.allocations[row] = allocations
 
     def post_filter(
         self,
@@ -150,6 +192,27 @@ class DynamicResources(basics.NoArgs):
         misfit: framework.Misfit,
     ) -> framework.PostFilterResult | framework.Status:
         return _NOTHING_TO_DEALLOCATE
+
+
+def _consumer(pod: models.Pod) -> model.ConsumerRef:
+    return model.ConsumerRef("pods", pod.name, pod.uid)
+
+
+def _claim_writes(
+    pod: models.Pod, claims: PodClaims, allocations: Sequence[model.Allocation]
+) -> tuple[model.ClaimWrite, ...]:
+    """The claims to allocate, with their allocations, then the allocated claims not yet
+    reserved for the pod (only the reservation to write)."""
+    writes = [
+        model.ClaimWrite(c.namespace, c.name, c.uid, allocation)
+        for c, allocation in zip(claims.to_allocate, allocations, strict=True)
+    ]
+    writes += [
+        model.ClaimWrite(c.namespace, c.name, c.uid)
+        for c in claims.allocated
+        if all(r.uid != pod.uid for r in c.reserved_for)
+    ]
+    return tuple(writes)
 
 
 _NOTHING_TO_DEALLOCATE = framework.Status.unschedulable(NO_CLAIMS, plugin=DynamicResources.name)

@@ -18,29 +18,21 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
 
 import grpc
 
 from services.watcher import entries, ring
 from splitsched.testing import kube
 from splitsched.testing import storage as st
-from splitsched.v1 import binder_pb2, scheduler_pb2, scheduler_pb2_grpc, types_pb2
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support import watcher as fake_watcher
-from tests.support.scheduler import recording_binder, running_scheduler
+from tests.support.scheduler import named, recording_binder, report, running_scheduler
 
 NOW = 1_700_000_000.0
 NS = "team"
 VOLUME_BIND_TIMEOUT = 300
 #: The binder's deadline comes this much before the scheduler's (a share of --bind-timeout 60).
 MARGIN = 60 * 0.2
-
-
-def named(manifest: dict[str, Any], rv: str = "1") -> dict[str, Any]:
-    meta = manifest["metadata"]
-    meta.setdefault("uid", f"uid-{meta['name']}")
-    meta["resourceVersion"] = rv
-    return manifest
 
 
 def cluster(*, ring_size: int = 100) -> ring.ClusterHub:
@@ -66,16 +58,6 @@ def cluster(*, ring_size: int = 100) -> ring.ClusterHub:
         hub.upsert(entry)
     hub.mark_synced()
     return hub
-
-
-async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
-    """Report one outcome as a binder does; how many the scheduler accepted."""
-    async with grpc.aio.insecure_channel(api) as channel:
-        answer = await scheduler_pb2_grpc.SchedulerStub(channel).ReportBindingOutcome(
-            scheduler_pb2.ReportBindingOutcomeRequest(outcomes=[outcome], binder_id="b"),
-            timeout=10,
-        )
-    return answer.accepted
 
 
 def failed(request: binder_pb2.BindRequest) -> scheduler_pb2.BindingOutcome:

@@ -1,7 +1,6 @@
 """DynamicResources' Filter through the algorithm: each node's answer for a pod with
-ResourceClaims, in kube-scheduler's words, as Explain shows it and as the pod's wait says.
-Until the binder writes allocations, no node passes; the nodes where the claims could be
-allocated say exactly that."""
+ResourceClaims, in kube-scheduler's words, as Explain shows it and as the pod's wait says;
+the nodes where the claims can be allocated pass."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ from splitsched.core import algorithm, framework, models, profiles
 from splitsched.core.cache import SchedulerCache
 from splitsched.core.devices import judge, model
 from splitsched.core.plugins import dynamic_resources
-from splitsched.core.plugins.dynamic_resources import NOT_YET
 from tests.support.devices import device, name_is, node_slice
 
 GI = 2**30
@@ -68,12 +66,11 @@ def test_each_node_says_whether_the_claims_could_be_allocated_there() -> None:
     a100 = 'device.attributes["driver-a"].model == "A100"'
     algo = setup(gpu_claim("c1", a100))
     assert reasons_by_node(algo, pod("c1")) == {
-        "node-1": NOT_YET,
         "node-2": judge.CANNOT_ALLOCATE,
         "node-3": judge.CANNOT_ALLOCATE,
     }
     result = algo.schedule(pod("c1"))
-    assert result.bind is None and result.wait is not None
+    assert result.bind is not None and result.bind.node == "node-1"
 
 
 def test_a_device_another_claim_holds_is_not_free() -> None:
@@ -83,7 +80,7 @@ def test_a_device_another_claim_holds_is_not_free() -> None:
     algo = setup(gpu_claim("other", allocation=held), gpu_claim("c1"))
     reasons = reasons_by_node(algo, pod("c1"))
     assert reasons["node-1"] == judge.CANNOT_ALLOCATE
-    assert reasons["node-2"] == NOT_YET
+    assert "node-2" not in reasons
 
 
 def test_an_allocated_claim_is_usable_only_where_its_devices_are() -> None:
@@ -92,7 +89,7 @@ def test_an_allocated_claim_is_usable_only_where_its_devices_are() -> None:
     )
     algo = setup(gpu_claim("c1", allocation=held))
     reasons = reasons_by_node(algo, pod("c1"))
-    assert reasons["node-1"] == NOT_YET
+    assert "node-1" not in reasons
     assert reasons["node-2"] == reasons["node-3"] == judge.NOT_AVAILABLE
 
 
@@ -148,9 +145,9 @@ def test_only_the_nodes_every_other_filter_passed_are_judged(
     algo = setup(gpu_claim("c1"))
     for name in ("node-2", "node-3"):
         algo.cache.update_node(dataclasses.replace(node(name), unschedulable=True))
-    wait = algo.schedule(pod("c1")).wait
+    result = algo.schedule(pod("c1"))
     assert judged == ["node-1"]
-    assert wait is not None and "1 " + NOT_YET in wait.summary
+    assert result.bind is not None and result.bind.node == "node-1"
 
 
 def test_a_node_added_or_relabelled_requeues_pods_waiting_for_devices() -> None:
@@ -196,7 +193,7 @@ def test_a_tainted_device_is_not_offered_unless_tolerated() -> None:
     algo.table.devices.set(
         model.ResourceClaim("ml", "c2", "uid-c2", requests=(model.DeviceRequest("gpu", spec),))
     )
-    assert reasons_by_node(algo, pod("c2"))["node-1"] == NOT_YET
+    assert "node-1" not in reasons_by_node(algo, pod("c2"))
 
 
 def test_a_distinct_attribute_constraint_is_a_clear_error_not_a_wrong_match() -> None:
