@@ -30,7 +30,7 @@ from services.scheduler import api_input, api_views
 from services.scheduler.api_input import InvalidRequest, page_after, page_size, page_token
 from services.scheduler.attempts import AttemptStore
 from services.scheduler.state import DecisionEvent, Phase, PodRecord, SchedulerState
-from splitsched import wire_storage
+from splitsched import wire_devices, wire_storage
 from splitsched.core import models
 from splitsched.v1 import scheduler_pb2, scheduler_pb2_grpc
 
@@ -169,6 +169,7 @@ class SchedulerApi(scheduler_pb2_grpc.SchedulerServicer):
                 volume_bindings=wire_storage.bindings_from_proto(
                     outcome.volume_bindings, namespace=outcome.pod.namespace
                 ),
+                claim_writes=[wire_devices.claim_write_from_proto(w) for w in outcome.claim_writes],
             ):
                 accepted += 1
         self.on_change()

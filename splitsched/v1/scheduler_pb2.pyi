@@ -166,6 +166,7 @@ class BindingOutcome(_message.Message):
     PREEMPTION_FIELD_NUMBER: _builtins.int
     VICTIMS_FIELD_NUMBER: _builtins.int
     VOLUME_BINDINGS_FIELD_NUMBER: _builtins.int
+    CLAIM_WRITES_FIELD_NUMBER: _builtins.int
     decision_id: _builtins.str
     """BindRequest.decision_id"""
     node: _builtins.str
@@ -201,6 +202,12 @@ class BindingOutcome(_message.Message):
         write them, and gives the decision the deadline of one with volumes.
         """
 
+    @_builtins.property
+    def claim_writes(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.ClaimWrite]:
+        """The decision's BindRequest.claim_writes, on its outcomes, for the same reason: a
+        scheduler that took over holds those devices and reservations for the pod.
+        """
+
     def __init__(
         self,
         *,
@@ -217,10 +224,11 @@ class BindingOutcome(_message.Message):
         preemption: _builtins.bool = ...,
         victims: _abc.Iterable[_types_pb2.PodRef] | None = ...,
         volume_bindings: _abc.Iterable[_types_pb2.VolumeBinding] | None = ...,
+        claim_writes: _abc.Iterable[_types_pb2.ClaimWrite] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["finished_at", b"finished_at", "pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "preemption", b"preemption", "result", b"result", "trace_context", b"trace_context", "victims", b"victims", "volume_bindings", b"volume_bindings"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "binder_id", b"binder_id", "claim_writes", b"claim_writes", "decision_id", b"decision_id", "finished_at", b"finished_at", "last_http_status", b"last_http_status", "message", b"message", "node", b"node", "pod", b"pod", "preemption", b"preemption", "result", b"result", "trace_context", b"trace_context", "victims", b"victims", "volume_bindings", b"volume_bindings"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

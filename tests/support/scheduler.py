@@ -192,3 +192,16 @@ async def report(api: str, outcome: scheduler_pb2.BindingOutcome) -> int:
             timeout=10,
         )
     return answer.accepted
+
+
+async def report_until_taken(api: str, outcome: scheduler_pb2.BindingOutcome) -> None:
+    """Report `outcome` as a binder re-reports it, until the scheduler takes it (it takes
+    none before it serves with a synced view)."""
+    for _ in range(300):
+        try:
+            if await report(api, outcome) == 1:
+                return
+        except grpc.aio.AioRpcError:
+            pass  # not serving yet
+        await asyncio.sleep(0.1)
+    raise AssertionError("the scheduler never took the report")

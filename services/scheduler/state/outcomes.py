@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from services.scheduler.state.cycle import SchedulingCycle
 from services.scheduler.state.records import Decision, DecisionEvent, EventKind, Outcome, Phase
 from splitsched.core import storage
-from splitsched.core.plugins import volume_binding
+from splitsched.core.devices.model import ClaimWrite
+from splitsched.core.plugins import dynamic_resources, volume_binding
 from splitsched.core.queue import QueuedPod
 
 _FAILURE_KINDS = {Outcome.CONFLICT: EventKind.CONFLICT, Outcome.POD_GONE: EventKind.POD_GONE}
@@ -71,6 +72,7 @@ class BinderOutcomes(SchedulingCycle):
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
         volume_bindings: Sequence[storage.VolumeBinding] = (),
+        claim_writes: Sequence[ClaimWrite] = (),
     ) -> bool:
         """Apply a binder's report. Idempotent: an already resolved decision is ignored
         (returns False), but for the Binding calls of the first final report of one the
@@ -86,6 +88,7 @@ class BinderOutcomes(SchedulingCycle):
             decision = self.adopt(
                 decision_id=decision_id, pod_uid=pod_uid, node=node, binder_id=binder_id,
                 preemption=preemption, victim_uids=victim_uids, volume_bindings=volume_bindings,
+                claim_writes=claim_writes,
             )  # fmt: skip
             if decision is not None and result is Outcome.IN_PROGRESS:
                 self.binder_working[decision_id] = self.clock.now()
@@ -177,6 +180,7 @@ class BinderOutcomes(SchedulingCycle):
         preemption: bool = False,
         victim_uids: Sequence[str] = (),
         volume_bindings: Sequence[storage.VolumeBinding] = (),
+        claim_writes: Sequence[ClaimWrite] = (),
     ) -> Decision | None:
         """Take over a decision a binder is carrying out that this scheduler did not make
         (its predecessor did, before a failover or a restart): count the pod on that node
@@ -188,7 +192,8 @@ class BinderOutcomes(SchedulingCycle):
         already decided; returns None otherwise. The predecessor chose; this scheduler's
         Reserve holds the `volume_bindings` the binder reports (VolumeBinding assumes them
         rather than choosing), so no other pod takes those volumes, and the decision
-        gets the deadline of one with volumes."""
+        gets the deadline of one with volumes; DynamicResources' Reserve holds the
+        `claim_writes` the same way (their devices are in use, the claims reserved)."""
         rec = self.records.get(pod_uid)
         if (
             not self.synced
@@ -209,6 +214,7 @@ class BinderOutcomes(SchedulingCycle):
                 victim_uids=victim_uids, now=now,
             )  # fmt: skip
         chosen = volume_binding.reserve_chosen(self.cache.table.storage, volume_bindings)
+        dynamic_resources.hold_chosen(chosen, self.cache.table.devices, claim_writes)
         if not self.algo.assume(pod, node, chosen).ok:
             return None  # a Permit plugin would not have it: never expected
         self.queue.delete(pod_uid)

@@ -16,8 +16,8 @@ Reserve assumes the chosen node's allocations, and the pod in each claim's reser
 the view (`DeviceView.assume`), so no other pod is given the same devices and a claim
 shared by two pods is allocated once; the decision carries the writes to the binder
 (`framework.PREBIND_CLAIMS`), which makes them before the Binding. Unreserve drops them.
-A decision adopted after a failover comes without this cycle's answers: Reserve skips it
-(its writes are the binder's; the watch shows them when made).
+A decision adopted after a failover holds the writes its binder reports (`hold_chosen`)
+instead of choosing; one reported without them holds nothing.
 
 kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
 DefaultPreemption (freeing an idle claim beats evicting a pod); for a pod without claims
@@ -42,6 +42,7 @@ from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
 from splitsched.core.devices.judge import PodClaims, judge_node
 from splitsched.core.devices.podclaims import pod_claims
+from splitsched.core.devices.view import DeviceView
 from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.plugins import basics
 
@@ -50,6 +51,7 @@ _E = framework.ClusterEvent
 _CLAIMS = "PreFilterDynamicResources"
 _ANSWERS = "FilterDynamicResources"
 _RESERVED = "ReserveDynamicResources"
+_CHOSEN = "ChosenDynamicResources"
 
 
 @dataclass(slots=True)
@@ -120,6 +122,10 @@ class DynamicResources(basics.NoArgs):
 
     def reserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> framework.Status:
         """Assume the node's allocations and the pod's reservations (kube's Reserve)."""
+        chosen = state.read(_CHOSEN)
+        if chosen is not None:
+            view, writes = chosen
+            return _hold(state, pod, view, writes)
         answers = state.read(_ANSWERS)
         if not pod.resource_claims or not isinstance(answers, _Answers):
             return framework.Status.skip()
@@ -134,12 +140,7 @@ class DynamicResources(basics.NoArgs):
         if reason or isinstance(claims, str):
             return framework.Status.unschedulable(reason, plugin=self.name)
         writes = _claim_writes(pod, claims, answers.allocations[row])
-        view, consumer = answers.table.devices, _consumer(pod)
-        for write in writes:
-            view.assume((write.namespace, write.name), consumer, write.allocation)
-        state.write(_RESERVED, (view, writes))
-        state.write(framework.PREBIND_CLAIMS, writes)
-        return framework.Status.success()
+        return _hold(state, pod, answers.table.devices, writes)
 
     def unreserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> None:
         reserved = state.read(_RESERVED)
@@ -194,8 +195,28 @@ class DynamicResources(basics.NoArgs):
         return _NOTHING_TO_DEALLOCATE
 
 
-def _consumer(pod: models.Pod) -> model.ConsumerRef:
-    return model.ConsumerRef("pods", pod.name, pod.uid)
+def hold_chosen(
+    state: framework.CycleState, view: DeviceView, writes: Sequence[model.ClaimWrite]
+) -> None:
+    """Make Reserve, in `state`, hold `writes` in `view` rather than choose: a decision
+    another scheduler made, adopted from the binder carrying it out (its writes reported
+    with its outcomes), so its devices go to no other pod while they may still be written."""
+    if writes:
+        state.write(_CHOSEN, (view, tuple(writes)))
+
+
+def _hold(
+    state: framework.CycleState,
+    pod: models.Pod,
+    view: DeviceView,
+    writes: tuple[model.ClaimWrite, ...],
+) -> framework.Status:
+    consumer = model.ConsumerRef("pods", pod.name, pod.uid)
+    for write in writes:
+        view.assume((write.namespace, write.name), consumer, write.allocation)
+    state.write(_RESERVED, (view, writes))
+    state.write(framework.PREBIND_CLAIMS, writes)
+    return framework.Status.success()
 
 
 def _claim_writes(

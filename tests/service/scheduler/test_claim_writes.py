@@ -15,9 +15,15 @@ from typing import Any
 
 from services.watcher import entries, ring
 from splitsched.testing import kube
-from splitsched.v1 import binder_pb2, scheduler_pb2
+from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support import watcher as fake_watcher
-from tests.support.scheduler import named, recording_binder, report, running_scheduler
+from tests.support.scheduler import (
+    named,
+    recording_binder,
+    report,
+    report_until_taken,
+    running_scheduler,
+)
 
 NOW = 1_700_000_000.0
 NS = "ml"
@@ -91,5 +97,52 @@ def test_a_gpu_in_flight_is_given_to_no_other_pod_until_its_binding_fails() -> N
             assert [w[2] for w in written(second)] == [["gpu-0"]]
             await asyncio.sleep(1.0)
             assert len(binder.requests) == 2  # one GPU, one binding in flight
+
+    asyncio.run(asyncio.wait_for(body(), 60))
+
+
+def plain_pod(name: str) -> ring.Entry:
+    """A pod without claims that the queue tries after the others."""
+    pod = named(kube.make_pod(name))
+    pod["metadata"]["namespace"] = NS
+    pod["spec"]["priority"] = -1
+    entry = entries.Converter().pod(pod, NOW)
+    assert entry is not None
+    return entry
+
+
+def test_a_new_leader_holds_the_gpu_of_a_decision_it_adopts() -> None:
+    """A scheduler that takes over while a binder writes its predecessor's claim: the
+    binder's IN_PROGRESS re-reports carry the claim write, and the new leader holds the
+    GPU as its own, so the other pod waits (tried before the low-priority pod, whose
+    decision shows scheduling has begun) until the adopted decision fails."""
+    allocation = types_pb2.DeviceAllocation(
+        results=[
+            types_pb2.DeviceResult(request="gpu", driver=DRIVER, pool="node-a", device="gpu-0")
+        ]
+    )
+    trainer = types_pb2.PodRef(namespace=NS, name="trainer-1", uid="uid-trainer-1")
+    in_flight = scheduler_pb2.BindingOutcome(
+        decision_id="old-1", pod=trainer,
+        node="node-a", result=scheduler_pb2.BindingOutcome.IN_PROGRESS, binder_id="b",
+        claim_writes=[types_pb2.ClaimWrite(claim_namespace=NS, claim_name="c1", claim_uid="uid-c1",
+                                           allocation=allocation)],
+    )  # fmt: skip
+
+    async def body() -> None:
+        hub = cluster()
+        hub.upsert(plain_pod("plain"))
+        async with (
+            recording_binder() as (binder, binder_port),
+            fake_watcher.serving(hub) as watcher_port,
+            running_scheduler(watcher_port, binder_port, "--settle-seconds", "2") as api,
+        ):
+            await report_until_taken(api, in_flight)
+            assert (await binder.next_request(1)).pod.name == "plain"
+            assert [r.pod.name for r in binder.requests] == ["plain"]
+            adopted = binder_pb2.BindRequest(decision_id="old-1", pod=in_flight.pod, node="node-a")
+            assert await report(api, failed(adopted)) == 1
+            again = await binder.next_request(2)
+            assert [w[2] for w in written(again)] == [["gpu-0"]]
 
     asyncio.run(asyncio.wait_for(body(), 60))

@@ -19,14 +19,18 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
-import grpc
-
 from services.watcher import entries, ring
 from splitsched.testing import kube
 from splitsched.testing import storage as st
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support import watcher as fake_watcher
-from tests.support.scheduler import named, recording_binder, report, running_scheduler
+from tests.support.scheduler import (
+    named,
+    recording_binder,
+    report,
+    report_until_taken,
+    running_scheduler,
+)
 
 NOW = 1_700_000_000.0
 NS = "team"
@@ -175,16 +179,3 @@ def test_a_new_leader_holds_the_volumes_of_a_decision_it_adopts() -> None:
             assert [b.pv_name for b in again.volume_bindings] == ["pv-a"]
 
     asyncio.run(asyncio.wait_for(body(), 60))
-
-
-async def report_until_taken(api: str, outcome: scheduler_pb2.BindingOutcome) -> None:
-    """Report `outcome` as a binder re-reports it, until the scheduler takes it (it takes
-    none before it serves with a synced view)."""
-    for _ in range(300):
-        try:
-            if await report(api, outcome) == 1:
-                return
-        except grpc.aio.AioRpcError:
-            pass  # not serving yet
-        await asyncio.sleep(0.1)
-    raise AssertionError("the scheduler never took the report")

@@ -257,8 +257,11 @@ type BindingOutcome struct {
 	// it holds its room, so it gives them to no other pod while the volume step may still
 	// write them, and gives the decision the deadline of one with volumes.
 	VolumeBindings []*VolumeBinding `protobuf:"bytes,13,rep,name=volume_bindings,json=volumeBindings,proto3" json:"volume_bindings,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The decision's BindRequest.claim_writes, on its outcomes, for the same reason: a
+	// scheduler that took over holds those devices and reservations for the pod.
+	ClaimWrites   []*ClaimWrite `protobuf:"bytes,14,rep,name=claim_writes,json=claimWrites,proto3" json:"claim_writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BindingOutcome) Reset() {
@@ -378,6 +381,13 @@ func (x *BindingOutcome) GetVictims() []*PodRef {
 func (x *BindingOutcome) GetVolumeBindings() []*VolumeBinding {
 	if x != nil {
 		return x.VolumeBindings
+	}
+	return nil
+}
+
+func (x *BindingOutcome) GetClaimWrites() []*ClaimWrite {
+	if x != nil {
+		return x.ClaimWrites
 	}
 	return nil
 }
@@ -2283,7 +2293,7 @@ var File_splitsched_v1_scheduler_proto protoreflect.FileDescriptor
 
 const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"\n" +
-	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\x92\x06\n" +
+	"\x1dsplitsched/v1/scheduler.proto\x12\rsplitsched.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19splitsched/v1/types.proto\"\xd0\x06\n" +
 	"\x0eBindingOutcome\x12\x1f\n" +
 	"\vdecision_id\x18\x01 \x01(\tR\n" +
 	"decisionId\x12'\n" +
@@ -2302,7 +2312,8 @@ const file_splitsched_v1_scheduler_proto_rawDesc = "" +
 	"preemption\x18\v \x01(\bR\n" +
 	"preemption\x12/\n" +
 	"\avictims\x18\f \x03(\v2\x15.splitsched.v1.PodRefR\avictims\x12E\n" +
-	"\x0fvolume_bindings\x18\r \x03(\v2\x1c.splitsched.v1.VolumeBindingR\x0evolumeBindings\x1a?\n" +
+	"\x0fvolume_bindings\x18\r \x03(\v2\x1c.splitsched.v1.VolumeBindingR\x0evolumeBindings\x12<\n" +
+	"\fclaim_writes\x18\x0e \x03(\v2\x19.splitsched.v1.ClaimWriteR\vclaimWrites\x1a?\n" +
 	"\x11TraceContextEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"{\n" +
@@ -2573,8 +2584,9 @@ var file_splitsched_v1_scheduler_proto_goTypes = []any{
 	(*PodRef)(nil),                       // 37: splitsched.v1.PodRef
 	(*timestamppb.Timestamp)(nil),        // 38: google.protobuf.Timestamp
 	(*VolumeBinding)(nil),                // 39: splitsched.v1.VolumeBinding
-	(*Pod)(nil),                          // 40: splitsched.v1.Pod
-	(*Taint)(nil),                        // 41: splitsched.v1.Taint
+	(*ClaimWrite)(nil),                   // 40: splitsched.v1.ClaimWrite
+	(*Pod)(nil),                          // 41: splitsched.v1.Pod
+	(*Taint)(nil),                        // 42: splitsched.v1.Taint
 }
 var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
 	37, // 0: splitsched.v1.BindingOutcome.pod:type_name -> splitsched.v1.PodRef
@@ -2583,64 +2595,65 @@ var file_splitsched_v1_scheduler_proto_depIdxs = []int32{
 	38, // 3: splitsched.v1.BindingOutcome.finished_at:type_name -> google.protobuf.Timestamp
 	37, // 4: splitsched.v1.BindingOutcome.victims:type_name -> splitsched.v1.PodRef
 	39, // 5: splitsched.v1.BindingOutcome.volume_bindings:type_name -> splitsched.v1.VolumeBinding
-	3,  // 6: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
-	37, // 7: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
-	0,  // 8: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
-	7,  // 9: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
-	38, // 10: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
-	38, // 11: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
-	0,  // 12: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
-	8,  // 13: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
-	12, // 14: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
-	13, // 15: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
-	7,  // 16: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
-	37, // 17: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
-	0,  // 18: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
-	14, // 19: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
-	15, // 20: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
-	40, // 21: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
-	31, // 22: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
-	37, // 23: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
-	18, // 24: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
-	14, // 25: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
-	19, // 26: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
-	37, // 27: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
-	32, // 28: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
-	33, // 29: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
-	34, // 30: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
-	37, // 31: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
-	41, // 32: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
-	35, // 33: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
-	22, // 34: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
-	37, // 35: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
-	2,  // 36: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
-	38, // 37: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
-	38, // 38: splitsched.v1.TraceSpan.start:type_name -> google.protobuf.Timestamp
-	36, // 39: splitsched.v1.TraceSpan.attributes:type_name -> splitsched.v1.TraceSpan.AttributesEntry
-	27, // 40: splitsched.v1.TraceAttempt.spans:type_name -> splitsched.v1.TraceSpan
-	37, // 41: splitsched.v1.PodTrace.pod:type_name -> splitsched.v1.PodRef
-	28, // 42: splitsched.v1.PodTrace.attempts:type_name -> splitsched.v1.TraceAttempt
-	4,  // 43: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
-	6,  // 44: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
-	9,  // 45: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
-	11, // 46: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
-	17, // 47: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
-	21, // 48: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
-	24, // 49: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
-	26, // 50: splitsched.v1.Scheduler.GetPodTrace:input_type -> splitsched.v1.GetPodTraceRequest
-	5,  // 51: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
-	8,  // 52: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
-	10, // 53: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
-	16, // 54: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
-	20, // 55: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
-	23, // 56: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
-	25, // 57: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
-	29, // 58: splitsched.v1.Scheduler.GetPodTrace:output_type -> splitsched.v1.PodTrace
-	51, // [51:59] is the sub-list for method output_type
-	43, // [43:51] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	40, // 6: splitsched.v1.BindingOutcome.claim_writes:type_name -> splitsched.v1.ClaimWrite
+	3,  // 7: splitsched.v1.ReportBindingOutcomeRequest.outcomes:type_name -> splitsched.v1.BindingOutcome
+	37, // 8: splitsched.v1.PodStatus.pod:type_name -> splitsched.v1.PodRef
+	0,  // 9: splitsched.v1.PodStatus.state:type_name -> splitsched.v1.PodState
+	7,  // 10: splitsched.v1.PodStatus.last_failures:type_name -> splitsched.v1.NodeReason
+	38, // 11: splitsched.v1.PodStatus.first_seen:type_name -> google.protobuf.Timestamp
+	38, // 12: splitsched.v1.PodStatus.last_attempt:type_name -> google.protobuf.Timestamp
+	0,  // 13: splitsched.v1.ListPodsRequest.state:type_name -> splitsched.v1.PodState
+	8,  // 14: splitsched.v1.ListPodsResponse.pods:type_name -> splitsched.v1.PodStatus
+	12, // 15: splitsched.v1.PluginVerdict.reasons:type_name -> splitsched.v1.ReasonCount
+	13, // 16: splitsched.v1.PluginVerdict.node_classes:type_name -> splitsched.v1.NodeClassCount
+	7,  // 17: splitsched.v1.NodeVerdict.rejections:type_name -> splitsched.v1.NodeReason
+	37, // 18: splitsched.v1.ExplainResponse.pod:type_name -> splitsched.v1.PodRef
+	0,  // 19: splitsched.v1.ExplainResponse.state:type_name -> splitsched.v1.PodState
+	14, // 20: splitsched.v1.ExplainResponse.plugins:type_name -> splitsched.v1.PluginVerdict
+	15, // 21: splitsched.v1.ExplainResponse.nodes:type_name -> splitsched.v1.NodeVerdict
+	41, // 22: splitsched.v1.SimulateRequest.pods:type_name -> splitsched.v1.Pod
+	31, // 23: splitsched.v1.NodeScore.plugin_scores:type_name -> splitsched.v1.NodeScore.PluginScoresEntry
+	37, // 24: splitsched.v1.SimulatedPlacement.pod:type_name -> splitsched.v1.PodRef
+	18, // 25: splitsched.v1.SimulatedPlacement.top_nodes:type_name -> splitsched.v1.NodeScore
+	14, // 26: splitsched.v1.SimulatedPlacement.plugins:type_name -> splitsched.v1.PluginVerdict
+	19, // 27: splitsched.v1.SimulateResponse.placements:type_name -> splitsched.v1.SimulatedPlacement
+	37, // 28: splitsched.v1.SimulateResponse.blocking_pod:type_name -> splitsched.v1.PodRef
+	32, // 29: splitsched.v1.NodeView.allocatable:type_name -> splitsched.v1.NodeView.AllocatableEntry
+	33, // 30: splitsched.v1.NodeView.requested:type_name -> splitsched.v1.NodeView.RequestedEntry
+	34, // 31: splitsched.v1.NodeView.free:type_name -> splitsched.v1.NodeView.FreeEntry
+	37, // 32: splitsched.v1.NodeView.pods:type_name -> splitsched.v1.PodRef
+	42, // 33: splitsched.v1.NodeView.taints:type_name -> splitsched.v1.Taint
+	35, // 34: splitsched.v1.NodeView.labels:type_name -> splitsched.v1.NodeView.LabelsEntry
+	22, // 35: splitsched.v1.ListNodesResponse.nodes:type_name -> splitsched.v1.NodeView
+	37, // 36: splitsched.v1.Decision.pod:type_name -> splitsched.v1.PodRef
+	2,  // 37: splitsched.v1.Decision.kind:type_name -> splitsched.v1.Decision.Kind
+	38, // 38: splitsched.v1.Decision.at:type_name -> google.protobuf.Timestamp
+	38, // 39: splitsched.v1.TraceSpan.start:type_name -> google.protobuf.Timestamp
+	36, // 40: splitsched.v1.TraceSpan.attributes:type_name -> splitsched.v1.TraceSpan.AttributesEntry
+	27, // 41: splitsched.v1.TraceAttempt.spans:type_name -> splitsched.v1.TraceSpan
+	37, // 42: splitsched.v1.PodTrace.pod:type_name -> splitsched.v1.PodRef
+	28, // 43: splitsched.v1.PodTrace.attempts:type_name -> splitsched.v1.TraceAttempt
+	4,  // 44: splitsched.v1.Scheduler.ReportBindingOutcome:input_type -> splitsched.v1.ReportBindingOutcomeRequest
+	6,  // 45: splitsched.v1.Scheduler.GetPod:input_type -> splitsched.v1.GetPodRequest
+	9,  // 46: splitsched.v1.Scheduler.ListPods:input_type -> splitsched.v1.ListPodsRequest
+	11, // 47: splitsched.v1.Scheduler.Explain:input_type -> splitsched.v1.ExplainRequest
+	17, // 48: splitsched.v1.Scheduler.Simulate:input_type -> splitsched.v1.SimulateRequest
+	21, // 49: splitsched.v1.Scheduler.ListNodes:input_type -> splitsched.v1.ListNodesRequest
+	24, // 50: splitsched.v1.Scheduler.WatchDecisions:input_type -> splitsched.v1.WatchDecisionsRequest
+	26, // 51: splitsched.v1.Scheduler.GetPodTrace:input_type -> splitsched.v1.GetPodTraceRequest
+	5,  // 52: splitsched.v1.Scheduler.ReportBindingOutcome:output_type -> splitsched.v1.ReportBindingOutcomeResponse
+	8,  // 53: splitsched.v1.Scheduler.GetPod:output_type -> splitsched.v1.PodStatus
+	10, // 54: splitsched.v1.Scheduler.ListPods:output_type -> splitsched.v1.ListPodsResponse
+	16, // 55: splitsched.v1.Scheduler.Explain:output_type -> splitsched.v1.ExplainResponse
+	20, // 56: splitsched.v1.Scheduler.Simulate:output_type -> splitsched.v1.SimulateResponse
+	23, // 57: splitsched.v1.Scheduler.ListNodes:output_type -> splitsched.v1.ListNodesResponse
+	25, // 58: splitsched.v1.Scheduler.WatchDecisions:output_type -> splitsched.v1.Decision
+	29, // 59: splitsched.v1.Scheduler.GetPodTrace:output_type -> splitsched.v1.PodTrace
+	52, // [52:60] is the sub-list for method output_type
+	44, // [44:52] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_splitsched_v1_scheduler_proto_init() }
