@@ -117,10 +117,6 @@ TIED: Mapping[tuple[str, str], tuple[str, str]] = {
 
 #: In-tree plugins splitsched does not run, and why (a notice when a profile names one).
 NOT_RUN: Mapping[str, str] = {
-    "DynamicResources": (
-        "splitsched does not support DRA (ResourceClaims) yet; only its PostFilter runs, for "
-        "kube's words in the FailedScheduling message ('no new claims to deallocate')"
-    ),
     "NodeDeclaredFeatures": (
         "not implemented; it filters only pods that need a declared node feature"
     ),

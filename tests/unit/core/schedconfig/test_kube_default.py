@@ -55,11 +55,9 @@ def test_what_it_sets_that_does_not_apply_here_is_noted_once() -> None:
         "leaderElection",
         "parallelism",
         "percentageOfNodesToScore",
-        "profiles[0].plugins.multiPoint.enabled[14]",  # DynamicResources
         "profiles[0].plugins.multiPoint.enabled[19]",  # NodeDeclaredFeatures
-    ]
-    assert "DynamicResources is not run" in notes[6]
-    assert "NodeDeclaredFeatures is not run" in notes[7]
+    ]  # DynamicResources (enabled[14]) runs
+    assert "NodeDeclaredFeatures is not run" in notes[6]
 
 
 def test_its_multi_point_list_is_the_cores_table_of_kubes_defaults() -> None:
