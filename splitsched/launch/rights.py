@@ -50,6 +50,14 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
         "resources": ["persistentvolumes", "persistentvolumeclaims"],
         "verbs": ["get", "patch"],
     },
+    # The device step before a Binding: a ResourceClaim's finalizer (update), its
+    # allocation and reservedFor (update of the status), the undo (patch of the status).
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "update"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/status"],
+        "verbs": ["update", "patch"],
+    },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 )
 # Leader election only (`--leader-elect`): the scheduler reads and writes its Lease and
