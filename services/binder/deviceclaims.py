@@ -236,7 +236,8 @@ def plan(
         return DeviceFailure(Failure.CLAIM_DELETING, f"claim {write} got deleted in the meantime")
     if write.allocation is None:
         if not claim.allocated:
-            return DeviceFailure(Failure.NOT_ALLOCATED, f"claim {write} is not allocated")
+            message = f"claim {write} got deallocated elsewhere in the meantime"
+            return DeviceFailure(Failure.NOT_ALLOCATED, message)
         return WriteStatus(_with_status(claim, pod, None), allocates=False)
     if claim.allocated:
         if claim.allocation == write.allocation:

@@ -88,9 +88,10 @@ class DeviceStep:
         return failure.result(), ()
 
     async def undo(self, job: BindJob, reserved: Sequence[ClaimWrite]) -> None:
-        """Remove the pod from reservedFor of each of ``reserved`` (kube's Unreserve)."""
+        """Remove the pod from reservedFor of each of ``reserved``, last first (kube's
+        Unreserve)."""
         deadline = self._clock() + UNDO_SECONDS
-        for write in reserved:
+        for write in reversed(reserved):
             request = apirequests.unreserve_resource_claim(write, job.pod)
             done = await self._retrier.send(request, deadline=deadline)
             answer = done.value
