@@ -77,6 +77,22 @@ class Admission:
         self._clock = clock
         self._list_refused = False
 
+    @classmethod
+    def serving(
+        cls,
+        profiles: Collection[str] | None,
+        retrier: Retrier,
+        metrics: BinderMetrics,
+        clock: Callable[[], float],
+        pending: PendingPods | None,
+    ) -> Admission | None:
+        """The admission of a binder serving ``profiles``; None when not told which (tests
+        of other parts: nothing is checked)."""
+        if profiles is None:
+            return None
+        return cls(retrier=retrier, metrics=metrics, profiles=profiles, clock=clock,
+                   pending=pending)  # fmt: skip
+
     async def binding(self, job: BindJob) -> BindResult | None:
         """None when ``job`` may be bound, else the result to report instead. The pod and
         an unremembered node are read at once: two reads, nothing written before both

@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 from services.binder import classify
 from services.binder.claims import BOUND_BY_CONTROLLER, SELECTED_NODE, ClaimRef
+from services.binder.deviceclaims import unreserve_patch
 from services.binder.events import micro_time
-from services.binder.jobs import BindJob, PodKey, VolumeBinding
+from services.binder.jobs import BindJob, ClaimWrite, PodKey, VolumeBinding
 
 JSON = "application/json"
 #: A list as a ``meta.k8s.io/v1`` Table (what ``kubectl get`` reads), JSON.
@@ -208,4 +209,46 @@ def select_node(volume: VolumeBinding, *, node: str, resource_version: str) -> A
     return ApiRequest(
         "PATCH", _claim_path(volume.namespace, volume.claim), patch, MERGE_PATCH,
         retryable=classify.retryable_create, what=f"selected-node of claim {volume}",
+    )  # fmt: skip
+
+
+def _resource_claim_path(write: ClaimWrite, sub: str = "") -> str:
+    path = (
+        f"/apis/resource.k8s.io/v1/namespaces/{quote(write.namespace)}/resourceclaims/"
+        f"{quote(write.name)}"
+    )
+    return f"{path}/{sub}" if sub else path
+
+
+def read_resource_claim(write: ClaimWrite) -> ApiRequest:
+    """GET the ResourceClaim from etcd (not the watch cache): the device step decides on it."""
+    return ApiRequest("GET", _resource_claim_path(write), what=f"resourceclaim {write}")
+
+
+def update_resource_claim(write: ClaimWrite, body: Any) -> ApiRequest:
+    """PUT the claim as read with the finalizer added: kube-scheduler's Update, conditional
+    on the body's resourceVersion (409 when the claim changed since it was read)."""
+    return ApiRequest(
+        "PUT", _resource_claim_path(write), body, retryable=classify.retryable_create,
+        what=f"finalizer of resourceclaim {write}",
+    )  # fmt: skip
+
+
+def update_resource_claim_status(write: ClaimWrite, body: Any, *, allocates: bool) -> ApiRequest:
+    """PUT the claim's status (kube-scheduler's UpdateStatus): the allocation when
+    ``allocates``, and the pod appended to reservedFor; conditional like the update."""
+    what = "allocation and reservation" if allocates else "reservation"
+    return ApiRequest(
+        "PUT", _resource_claim_path(write, "status"), body, retryable=classify.retryable_create,
+        what=f"{what} of resourceclaim {write}",
+    )  # fmt: skip
+
+
+def unreserve_resource_claim(write: ClaimWrite, pod: PodKey) -> ApiRequest:
+    """kube-scheduler's Unreserve: a strategic-merge PATCH of the claim's status removing
+    ``pod`` from reservedFor (``deviceclaims.unreserve_patch``)."""
+    return ApiRequest(
+        "PATCH", _resource_claim_path(write, "status"), unreserve_patch(write.uid, pod),
+        STRATEGIC_MERGE_PATCH, retryable=classify.retryable_create,
+        what=f"reservation of resourceclaim {write} for {pod}",
     )  # fmt: skip

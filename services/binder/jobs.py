@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from splitsched.core.devices.model import Allocation
 from splitsched.v1 import scheduler_pb2, types_pb2
 
 Result = scheduler_pb2.BindingOutcome.Result
@@ -54,6 +55,21 @@ class VolumeBinding:
 
 
 @dataclass(frozen=True)
+class ClaimWrite:
+    """One ResourceClaim of a decision's device step (kube-scheduler's DynamicResources
+    PreBind): write ``allocation`` to it and reserve it for the pod; with ``allocation``
+    None the claim is already allocated (shared) and only reserved."""
+
+    namespace: str
+    name: str
+    uid: str
+    allocation: Allocation | None = None
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class BindJob:
     """One accepted decision."""
 
@@ -72,6 +88,8 @@ class BindJob:
     caller: str = ""
     #: The claims to bind (or provision) before the Binding; empty for most pods.
     volumes: tuple[VolumeBinding, ...] = ()
+    #: The ResourceClaims to allocate or reserve before the Binding; empty for most pods.
+    claim_writes: tuple[ClaimWrite, ...] = ()
 
     @property
     def pod(self) -> PodKey:

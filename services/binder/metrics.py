@@ -13,8 +13,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 class BinderMetrics:
     """Binding attempts by HTTP code, outcomes by result, bind latency, in-flight, backlog;
-    evictions by HTTP code, preemptions by result, refusals by reason, volume steps by
-    result and duration."""
+    evictions by HTTP code, preemptions by result, refusals by reason, volume and device
+    steps by result and duration."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -69,6 +69,7 @@ class BinderMetrics:
             registry=self.registry,
         )
         self._volume_metrics()
+        self._device_metrics()
         self._link_metrics()
 
     def _link_metrics(self) -> None:
@@ -137,5 +138,29 @@ class BinderMetrics:
             "A volume step before a Binding, from its first read to every claim bound (or "
             "its failure).",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+
+    def _device_metrics(self) -> None:
+        self.device_steps = Counter(
+            "splitsched_binder_device_steps_total",
+            "Device steps before a Binding (ResourceClaims allocated and reserved for the "
+            "pod), by result: reserved, or why it failed (claim_missing, allocated_elsewhere, "
+            "conflict, ...).",
+            ["result"],
+            registry=self.registry,
+        )
+        self.device_step_duration = Histogram(
+            "splitsched_binder_device_step_duration_seconds",
+            "A device step before a Binding, from its first read to every claim reserved (or "
+            "its failure).",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.device_unreserves = Counter(
+            "splitsched_binder_device_unreserves_total",
+            "Reservations of a ResourceClaim for a pod removed after its device step or its "
+            "Binding failed, by result: done, or failed (left for the pod's next attempt).",
+            ["result"],
             registry=self.registry,
         )

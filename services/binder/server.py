@@ -14,10 +14,11 @@ from typing import Any
 
 import grpc
 
-from services.binder.jobs import BindJob, PodKey, PreemptJob, VolumeBinding
+from services.binder.jobs import BindJob, ClaimWrite, PodKey, PreemptJob, VolumeBinding
 from services.binder.worker import BindingPool
 from splitsched.runtime import security, tracing
 from splitsched.v1 import binder_pb2, binder_pb2_grpc
+from splitsched.wire_devices import allocation_from_proto
 
 DEFAULT_MAX_ATTEMPTS = 5
 MAX_ATTEMPTS_CAP = 20
@@ -25,6 +26,8 @@ MAX_ATTEMPTS_CAP = 20
 MAX_VICTIMS = 1000
 #: Volume bindings one BindRequest may carry (a pod has at most a few dozen claims).
 MAX_VOLUME_BINDINGS = 256
+#: Claim writes one BindRequest may carry (kube allows a pod 128 resourceClaims).
+MAX_CLAIM_WRITES = 128
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -72,6 +75,27 @@ def volume_problem(request: binder_pb2.BindRequest) -> str | None:
     return None
 
 
+def claim_write_problem(request: binder_pb2.BindRequest) -> str | None:
+    """Why ``request.claim_writes`` cannot be carried out: a ResourceClaim is named by a
+    valid name in the pod's namespace (empty means it) with its uid, at most once. The
+    names go into request paths."""
+    if len(request.claim_writes) > MAX_CLAIM_WRITES:
+        return f"{len(request.claim_writes)} claim_writes (at most {MAX_CLAIM_WRITES})"
+    seen: set[str] = set()
+    for i, write in enumerate(request.claim_writes):
+        where = f"claim_writes[{i}]"
+        if write.claim_namespace not in ("", request.pod.namespace):
+            return f"{where}.claim_namespace {write.claim_namespace[:80]!r} is not the pod's"
+        if not _subdomain(write.claim_name):
+            return f"{where}.claim_name {write.claim_name[:80]!r} is not a valid claim name"
+        if not write.claim_uid:
+            return f"{where}.claim_uid is empty"
+        if write.claim_name in seen:
+            return f"{where} names a claim an earlier entry names"
+        seen.add(write.claim_name)
+    return None
+
+
 def node_problem(node: str) -> str | None:
     """Why `node` cannot name a Node (it goes into the path of the binder's node read)."""
     if node and not (len(node) <= 253 and _DNS_SUBDOMAIN.fullmatch(node)):
@@ -112,6 +136,9 @@ def validate_bind(request: binder_pb2.BindRequest, *, now: float) -> str | None:
     volumes = volume_problem(request) if request.volume_bindings else None
     if volumes is not None:
         return f"invalid request: {volumes}"
+    devices = claim_write_problem(request) if request.claim_writes else None
+    if devices is not None:
+        return f"invalid request: {devices}"
     if not request.HasField("deadline"):
         return "invalid request: deadline is required"
     deadline = request.deadline.seconds + request.deadline.nanos / 1e9
@@ -138,6 +165,15 @@ def job_from_request(request: binder_pb2.BindRequest, *, caller: str = "") -> Bi
         volumes=tuple(
             VolumeBinding(request.pod.namespace, v.claim_name, v.pv_name)
             for v in request.volume_bindings
+        ),
+        claim_writes=tuple(
+            ClaimWrite(
+                request.pod.namespace,
+                w.claim_name,
+                w.claim_uid,
+                allocation_from_proto(w.allocation) if w.HasField("allocation") else None,
+            )
+            for w in request.claim_writes
         ),
     )
 

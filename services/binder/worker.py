@@ -5,10 +5,10 @@ preemptions as their own tasks, and one ``BindingOutcome`` for each, handed to t
 ``services.binder.server`` submits validated decisions (``submit``), preemptions
 (``submit_preemption``) and unschedulable reports (``report_unschedulable``);
 ``services.binder.main`` starts the pool and calls ``shutdown`` on SIGTERM. The work itself
-is done elsewhere: ``volumes`` (the volume step before a Binding, for the decisions that
-carry one), ``binding`` (a Binding and its retries; what the answers mean),
-``preemption`` (nominate, then evict), ``recorder`` (Events and the PodScheduled
-condition), all sending through the one retry loop of ``retrying``.
+is done elsewhere: ``volumes`` and ``devices`` (the volume and device steps before a
+Binding, for the decisions that carry them), ``binding`` (a Binding and its retries; what
+the answers mean), ``preemption`` (nominate, then evict), ``recorder`` (Events and the
+PodScheduled condition), all sending through the one retry loop of ``retrying``.
 
 Decisions accepted more than ``IN_PROGRESS_AFTER`` seconds ago and not finished (queued with
 time left, or binding) are re-reported as IN_PROGRESS every couple of seconds
@@ -36,14 +36,17 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from services.binder import jobs
 from services.binder.admission import Admission
 from services.binder.binding import Bindings
+from services.binder.devices import DeviceStep
 from services.binder.events import EventSource
 from services.binder.jobs import (
     BOUND,
     DEADLINE_EXCEEDED,
     FAILED,
     IN_PROGRESS,
+    POD_GONE,
     BindJob,
     BindResult,
+    ClaimWrite,
     PodKey,
     PreemptJob,
     Result,
@@ -99,9 +102,7 @@ class BindingPool:
         rng: random.Random | None = None,
         pending: PendingPods | None = None,
     ) -> None:
-        self._kube = kube
-        self._reporter = reporter
-        self._metrics = metrics
+        self._kube, self._reporter, self._metrics = kube, reporter, metrics
         self.binder_id = binder_id
         self._workers = max(1, workers)
         self._max_pending = max(1, max_pending)
@@ -111,9 +112,10 @@ class BindingPool:
         retrier = Retrier(kube, backoff=backoff, clock=clock, sleep=sleep)
         self._bindings = Bindings(retrier=retrier, metrics=metrics)
         self._volumes = VolumeStep(retrier=retrier, metrics=metrics, clock=clock, sleep=sleep)
+        self._devices = DeviceStep(retrier=retrier, metrics=metrics, clock=clock)
         self._preempter = Preempter(retrier=retrier, metrics=metrics)
         #: ``services.binder.guard``'s refusals (None in tests of other parts: no checks).
-        self._admission = _admission(retrier, metrics, profiles, clock, pending)
+        self._admission = Admission.serving(profiles, retrier, metrics, clock, pending)
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
         self._reports = UnschedulableReports(
@@ -372,7 +374,15 @@ class BindingPool:
                 failed = await self._volumes.run(job)
                 if failed is not None:
                     return failed
-            return await self._bindings.bind(job, writing=writing, span=span)
+            reserved: tuple[ClaimWrite, ...] = ()
+            if job.claim_writes:
+                failed, reserved = await self._devices.reserve(job)
+                if failed is not None:
+                    return failed
+            bound = await self._bindings.bind(job, writing=writing, span=span)
+            if reserved and bound.result in (FAILED, POD_GONE):  # not bound, for certain
+                await self._devices.undo(job, reserved)
+            return bound
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug, not an API answer: report it, keep the worker
@@ -478,17 +488,3 @@ class BindingPool:
         self._metrics.preemptions.labels(result=Result.Name(result.result)).inc()  # type: ignore[arg-type]
         self._remember(report)
         await self._reporter.put(report)
-
-
-def _admission(
-    retrier: Retrier,
-    metrics: BinderMetrics,
-    profiles: Collection[str] | None,
-    clock: Callable[[], float],
-    pending: PendingPods | None,
-) -> Admission | None:
-    if profiles is None:
-        return None
-    return Admission(
-        retrier=retrier, metrics=metrics, profiles=profiles, clock=clock, pending=pending
-    )

@@ -50,6 +50,21 @@ BINDER_RULES: tuple[Mapping[str, Any], ...] = (
         "resources": ["persistentvolumes", "persistentvolumeclaims"],
         "verbs": ["get", "patch"],
     },
+    # The device step before a Binding: a ResourceClaim's finalizer (update), its
+    # allocation and reservedFor (update of the status), the undo (patch of the status).
+    # kube-apiserver 1.36 also checks the status write's verb on the synthetic
+    # resourceclaims/binding when it changes allocation or reservedFor.
+    {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "update"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/status"],
+        "verbs": ["update", "patch"],
+    },
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims/binding"],
+        "verbs": ["update", "patch"],
+    },
     {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
 )
 # Leader election only (`--leader-elect`): the scheduler reads and writes its Lease and
