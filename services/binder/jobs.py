@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from splitsched import wire_devices
+from splitsched.core.devices import model
 from splitsched.core.devices.model import Allocation
 from splitsched.v1 import scheduler_pb2, types_pb2
 
@@ -172,10 +174,12 @@ def outcome(
     binder_id: str,
     trace_context: Mapping[str, str],
     volumes: tuple[VolumeBinding, ...] = (),
+    claims: tuple[ClaimWrite, ...] = (),
 ) -> scheduler_pb2.BindingOutcome:
     """The report of a decision about ``pod`` and ``node``, with its volume step's claims
-    (a scheduler that took over holds them while the decision is in flight)."""
-    return scheduler_pb2.BindingOutcome(
+    and its device step's writes (a scheduler that took over holds them while the
+    decision is in flight)."""
+    report = scheduler_pb2.BindingOutcome(
         decision_id=decision_id,
         pod=pod.ref(),
         node=node,
@@ -190,6 +194,10 @@ def outcome(
             for v in volumes
         ],
     )
+    for claim in claims:
+        write = model.ClaimWrite(claim.namespace, claim.name, claim.uid, claim.allocation)
+        wire_devices.claim_write_to_proto(write, report.claim_writes.add())
+    return report
 
 
 def preemption_outcome(

@@ -446,6 +446,7 @@ class BindingPool:
         return jobs.outcome(
             job.decision_id, pod=job.pod, node=job.node, result=result,
             binder_id=self.binder_id, trace_context=trace_context, volumes=job.volumes,
+            claims=job.claim_writes,
         )  # fmt: skip
 
     def _remember(self, report: scheduler_pb2.BindingOutcome) -> None:

@@ -76,6 +76,10 @@ def test_a_new_claim_gets_the_finalizer_then_its_allocation_and_the_pod_then_the
             assert "allocationTimestamp" in claim["status"]["allocation"]
             assert claim_from_k8s(claim).allocation == GPU_0  # what the watcher reads back
             assert steps(h, "reserved") == 1
+            # The report names the writes: a scheduler that took over holds them.
+            (reported,) = outcome.claim_writes
+            assert (reported.claim_name, reported.claim_uid) == ("gpus", "uid-gpus")
+            assert [r.device for r in reported.allocation.results] == ["gpu-0"]
 
     run(body())
 
