@@ -20,7 +20,9 @@ from services.scheduler.api import SchedulerApi
 from services.scheduler.attempts import AttemptStore
 from services.scheduler.settings import SchedulerSettings
 from services.scheduler.state import Decision, SchedulerState, Unschedulable
+from services.watcher import entries, ring
 from splitsched.runtime import grpcsrv, service
+from splitsched.testing import kube
 from splitsched.v1 import binder_pb2, binder_pb2_grpc, scheduler_pb2, scheduler_pb2_grpc
 
 
@@ -205,3 +207,14 @@ async def report_until_taken(api: str, outcome: scheduler_pb2.BindingOutcome) ->
             pass  # not serving yet
         await asyncio.sleep(0.1)
     raise AssertionError("the scheduler never took the report")
+
+
+def low_priority_pod(name: str, namespace: str, now: float) -> ring.Entry:
+    """A pod without volumes or claims that the queue tries after the others: its decision
+    shows the scheduler is at work."""
+    pod = named(kube.make_pod(name))
+    pod["metadata"]["namespace"] = namespace
+    pod["spec"]["priority"] = -1
+    entry = entries.Converter().pod(pod, now)
+    assert entry is not None
+    return entry

@@ -18,6 +18,7 @@ from splitsched.testing import kube
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support import watcher as fake_watcher
 from tests.support.scheduler import (
+    low_priority_pod,
     named,
     recording_binder,
     report,
@@ -101,16 +102,6 @@ def test_a_gpu_in_flight_is_given_to_no_other_pod_until_its_binding_fails() -> N
     asyncio.run(asyncio.wait_for(body(), 60))
 
 
-def plain_pod(name: str) -> ring.Entry:
-    """A pod without claims that the queue tries after the others."""
-    pod = named(kube.make_pod(name))
-    pod["metadata"]["namespace"] = NS
-    pod["spec"]["priority"] = -1
-    entry = entries.Converter().pod(pod, NOW)
-    assert entry is not None
-    return entry
-
-
 def test_a_new_leader_holds_the_gpu_of_a_decision_it_adopts() -> None:
     """A scheduler that takes over while a binder writes its predecessor's claim: the
     binder's IN_PROGRESS re-reports carry the claim write, and the new leader holds the
@@ -131,7 +122,7 @@ def test_a_new_leader_holds_the_gpu_of_a_decision_it_adopts() -> None:
 
     async def body() -> None:
         hub = cluster()
-        hub.upsert(plain_pod("plain"))
+        hub.upsert(low_priority_pod("plain", NS, NOW))
         async with (
             recording_binder() as (binder, binder_port),
             fake_watcher.serving(hub) as watcher_port,

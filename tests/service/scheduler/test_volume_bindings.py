@@ -25,6 +25,7 @@ from splitsched.testing import storage as st
 from splitsched.v1 import binder_pb2, scheduler_pb2, types_pb2
 from tests.support import watcher as fake_watcher
 from tests.support.scheduler import (
+    low_priority_pod,
     named,
     recording_binder,
     report,
@@ -108,16 +109,6 @@ def test_a_failed_binding_gives_its_volume_to_the_pod_waiting_for_it() -> None:
     asyncio.run(asyncio.wait_for(body(), 60))
 
 
-def low_priority_pod(name: str) -> ring.Entry:
-    """A pod without volumes that the queue tries after the others."""
-    pod = named(kube.make_pod(name))
-    pod["metadata"]["namespace"] = NS
-    pod["spec"]["priority"] = -1
-    entry = entries.Converter().pod(pod, NOW)
-    assert entry is not None
-    return entry
-
-
 def test_a_fresh_snapshot_keeps_the_volume_of_the_decision_in_flight() -> None:
     """The watcher restarts while the first pod's binding is in flight, and the scheduler's
     cursor is no longer in its ring: a fresh snapshot, in which the volume still looks
@@ -134,8 +125,8 @@ def test_a_fresh_snapshot_keeps_the_volume_of_the_decision_in_flight() -> None:
                 first = await binder.next_request(1)
                 assert [b.pv_name for b in first.volume_bindings] == ["pv-a"]
                 await watcher.aclose()  # the stream breaks ...
-                hub.upsert(low_priority_pod("plain"))  # ... and its cursor leaves the ring
-                hub.upsert(low_priority_pod("plain-2"))
+                hub.upsert(low_priority_pod("plain", NS, NOW))  # ... and its cursor leaves the ring
+                hub.upsert(low_priority_pod("plain-2", NS, NOW))
                 async with fake_watcher.serving(hub, port=port):
                     assert (await binder.next_request(2)).pod.name == "plain"
                     sent = [r.pod.name for r in binder.requests]
@@ -162,7 +153,7 @@ def test_a_new_leader_holds_the_volumes_of_a_decision_it_adopts() -> None:
 
     async def body() -> None:
         hub = cluster()
-        hub.upsert(low_priority_pod("plain"))
+        hub.upsert(low_priority_pod("plain", NS, NOW))
         async with (
             recording_binder() as (binder, binder_port),
             fake_watcher.serving(hub) as watcher_port,

@@ -111,3 +111,36 @@ def test_reserve_without_the_cycles_answers_skips() -> None:
     status = plugin.reserve(framework.CycleState(), pod("a", "c1"), "node-1")
     assert status.code is framework.Code.SKIP
     assert algo.table.devices.in_use() == frozenset()
+
+
+def gang_cluster(gpus_per_node: tuple[int, ...]) -> algorithm.FrameworkAlgorithm:
+    cache = SchedulerCache()
+    allocatable = {models.CPU: 4000, models.MEMORY: 8 * GI, models.PODS: 110}
+    view = cache.table.devices
+    view.set(GPU_CLASS)
+    for i, count in enumerate(gpus_per_node):
+        cache.add_node(models.Node(f"node-{i}", allocatable=allocatable))
+        gpus = [device(f"gpu-{k}") for k in range(count)]
+        view.set(node_slice(f"s{i}", f"node-{i}", *gpus, pool=f"pool-{i}"))
+    for m in range(4):
+        spec = model.RequestSpec("gpu", "gpu", count=2)
+        request = model.DeviceRequest("gpu", spec)
+        view.set(model.ResourceClaim("ml", f"m{m}", f"uid-m{m}", requests=(request,)))
+    return algorithm.FrameworkAlgorithm(
+        cache=cache, profiles=profiles.load_profiles(None), rng=random.Random(1)
+    )
+
+
+def test_a_gang_of_four_pods_with_two_gpus_each_is_placed_all_or_nothing() -> None:
+    members = [pod(f"member-{m}", f"m{m}") for m in range(4)]
+    enough = gang_cluster((4, 4))
+    placed, blocking, _ = enough.place_gang(members)
+    assert blocking is None and len(placed) == 4
+    given = [r.device_id for m in members for w in enough.prebind_claims(m.uid)
+             for r in (w.allocation.results if w.allocation else ())]  # fmt: skip
+    assert len(given) == 8 and len(set(given)) == 8  # no GPU twice
+    short = gang_cluster((4, 2))  # 6 GPUs for 8: nobody is placed, nothing stays assumed
+    placed, blocking, wait = short.place_gang(members)
+    assert placed == [] and blocking is not None and wait is not None
+    assert short.table.devices.in_use() == frozenset()
+    assert all(short.table.devices.claim("ml", f"m{m}").allocation is None for m in range(4))  # type: ignore[union-attr]
