@@ -192,3 +192,38 @@ def test_a_pod_naming_a_missing_class_waits_with_kubes_words(
 
     resp = kube.wait_for(waiting, timeout=30, message="the pod to wait on its missing class")
     assert resp.state == scheduler_pb2.WAITING
+
+
+def test_a_selector_that_fails_at_run_time_is_the_pods_reason_and_nothing_crashes(
+    kube_api: client.ApiClient,
+    namespace: str,
+    running_stack: stack.Stack,
+    gpu_class: tuple[str, str],
+) -> None:
+    """The API server compiles a selector when the claim is made, so what reaches the
+    scheduler can only fail when it runs: here, an attribute no GPU has. kube's Filter
+    returns an Error; the pod's FailedScheduling event says it, and the scheduler goes on."""
+    cls, _ = gpu_class
+    resource, core = client.ResourceV1Api(kube_api), client.CoreV1Api(kube_api)
+    selector = {"cel": {"expression": 'device.attributes["nowhere.example.com"].size > 1'}}
+    request = {"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": [selector]}}
+    resource.create_namespaced_resource_claim(
+        namespace, {"metadata": {"name": "broken"}, "spec": {"devices": {"requests": [request]}}}
+    )
+    pod = kube.make_pod("broken", scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "broken"}]
+    kube.create_pods(kube_api, namespace=namespace, pods=[pod])
+
+    def reported() -> list[str]:
+        events = core.list_namespaced_event(namespace, field_selector="involvedObject.name=broken")
+        return [str(e.message) for e in events.items if e.reason == "FailedScheduling"]
+
+    messages = kube.wait_for(reported, timeout=30, message="the pod's FailedScheduling event")
+    assert any(
+        m.startswith('running "DynamicResources" filter plugin: claim ') and "no such key" in m
+        for m in messages
+    ), messages
+    assert not bound_node(core, namespace, "broken")
+    plain = kube.make_pod("plain", scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
+    kube.create_pods(kube_api, namespace=namespace, pods=[plain])
+    kube.wait_for(lambda: bound_node(core, namespace, "plain"), timeout=30, message="plain bound")
