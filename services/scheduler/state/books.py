@@ -236,11 +236,13 @@ class StateBooks:
         return self.volume_bind_timeout if volumes else self.bind_timeout
 
     def _volumes_released(self, decision: Decision | None) -> None:
-        """The volumes a forgotten decision took are free again: requeue the pods the
-        volume plugins parked (kube-scheduler would wait for a storage event or the
-        unschedulable timeout)."""
+        """The volumes and devices a forgotten decision took are free again: requeue the
+        pods the volume plugins and DynamicResources parked (kube-scheduler would wait for
+        a storage or claim event, or the unschedulable timeout)."""
         if decision is not None and decision.volume_bindings:
             self.queue.on_event(framework.ClusterEvent.PV_UPDATE)
+        if decision is not None and decision.claim_writes:  # devices, claims being allocated
+            self.queue.on_event(framework.ClusterEvent.RESOURCE_CLAIM_UPDATE)
 
     def _release(self, decision: Decision, *, requeue: Requeue | None, message: str) -> None:
         """A decision that did not end bound: forget its assumption (Unreserve included),

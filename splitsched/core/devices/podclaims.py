@@ -10,8 +10,9 @@ from splitsched.core.devices.view import DeviceView
 
 def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] | str:
     """The pod's claims in spec order, or why it must wait: a claim not made or not found
-    yet, one being deleted, one made from a template for another pod, one unreadable, or a
-    request naming a class that does not exist."""
+    yet, one being deleted, one made from a template for another pod, one unreadable, one
+    another pod's decision in flight is allocating (shared with this pod once written), or
+    a request naming a class that does not exist."""
     claims: list[model.ResourceClaim] = []
     for entry in pod.resource_claims:
         if entry.waiting:
@@ -30,6 +31,9 @@ def pod_claims(pod: models.Pod, view: DeviceView) -> list[model.ResourceClaim] |
             )
         if claim.invalid_reason:
             return f'resourceclaim "{claim.name}" is invalid: {claim.invalid_reason}'
+        if view.allocating_for_others(claim.namespace, claim.name, pod.uid):
+            being = "is in the process of being allocated"
+            return f"resource claim {claim.namespace}/{claim.name} {being}"
         claims.append(claim)
     for claim in claims:
         if claim.allocation is not None:

@@ -135,6 +135,16 @@ class DeviceView:
             + tuple(c for c in pending.consumers if c.uid not in shown),
         )
 
+    def allocating_for_others(self, namespace: str, name: str, pod_uid: str) -> bool:
+        """Whether the claim's allocation is only a decision in flight that is not this
+        pod's (kube: "in the process of being allocated", until the write is seen)."""
+        pending = self._pending.get((namespace, name))
+        return (
+            pending is not None
+            and pending.allocation is not None
+            and all(c.uid != pod_uid for c in pending.consumers)
+        )
+
     def in_use(self) -> frozenset[tuple[str, str, str]]:
         """The devices the claims' allocations hold (not those held with admin access)."""
         return frozenset(self._in_use)

@@ -66,21 +66,40 @@ def test_a_device_a_decision_in_flight_holds_is_given_to_no_one_else() -> None:
     assert place(algo, pod("b", "c2")) == "node-1"
 
 
-def test_a_shared_claim_is_allocated_once_and_reserved_for_each_pod() -> None:
+def test_a_shared_claim_being_allocated_waits_for_the_write_then_is_only_reserved() -> None:
+    """kube: another pod's claim "is in the process of being allocated" until the write is
+    seen; then the second pod only reserves it, with the same devices."""
     algo = setup(claim("shared"))
     assert place(algo, pod("a", "shared")) == "node-1"
-    assert place(algo, pod("b", "shared")) == "node-1"  # the same devices, not new ones
+    waiting = place(algo, pod("b", "shared"))
+    assert "resource claim ml/shared is in the process of being allocated" in waiting
+    (for_a,) = algo.prebind_claims("uid-a")
+    written = dataclasses.replace(
+        claim("shared"),
+        allocation=for_a.allocation,
+        reserved_for=(model.ConsumerRef("pods", "a", "uid-a"),),
+        resource_version="2",
+    )
+    algo.table.devices.set(written)  # the watch shows a's write
+    assert place(algo, pod("b", "shared")) == "node-1"
     (for_b,) = algo.prebind_claims("uid-b")
     assert for_b.allocation is None  # allocated by a's decision: b only reserves it
     seen = algo.table.devices.claim("ml", "shared")
     assert seen is not None and [r.uid for r in seen.reserved_for] == ["uid-a", "uid-b"]
-    algo.forget("uid-a")  # b still holds the claim's allocation
-    seen = algo.table.devices.claim("ml", "shared")
-    assert seen is not None and seen.allocation is not None
-    assert [r.uid for r in seen.reserved_for] == ["uid-b"]
+    assert algo.table.devices.in_use() == {GPU_0}
     algo.forget("uid-b")
+    assert algo.table.devices.claim("ml", "shared") == written
+
+
+def test_a_claim_freed_by_a_failed_decision_goes_to_the_next_pod() -> None:
+    algo = setup(claim("shared"))
+    assert place(algo, pod("a", "shared")) == "node-1"
+    algo.forget("uid-a")
     assert algo.table.devices.claim("ml", "shared") == claim("shared")
     assert algo.table.devices.in_use() == frozenset()
+    assert place(algo, pod("b", "shared")) == "node-1"
+    (for_b,) = algo.prebind_claims("uid-b")
+    assert for_b.allocation is not None  # b allocates it now
 
 
 def test_the_watch_showing_the_write_replaces_the_assumption() -> None:
