@@ -52,6 +52,10 @@ class LeaderElectionError(RuntimeError):
 ROUND_ERRORS: tuple[type[Exception], ...] = (LeaderElectionError, *NETWORK_ERRORS)
 
 
+#: Conflicts a release reads the Lease again for before it gives up.
+RELEASE_CONFLICTS = 2
+
+
 def micro_time(when: float) -> str:
     """An RFC 3339 MicroTime, the format of Lease times."""
     return dt.datetime.fromtimestamp(when, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -270,14 +274,37 @@ class LeaderElector:
 
     async def release(self, *, budget: float = 2.0) -> bool:
         """Give the Lease up (empty holder, 1 s duration) so a standby takes over at its
-        next read. Only when we hold it; True when released."""
+        next read. Only when we hold it; True when released. A 409 (our last renewal
+        landed after we noted the Lease, or a standby read-modified it) reads it again and
+        tries once more while it is still ours."""
         if not self._leading or self._observed is None:
             return False
         self._leading = False
-        lease = self._observed
+        lease: Json | None = self._observed
+        for _ in range(RELEASE_CONFLICTS + 1):
+            if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            status, message = await self._put_released(lease, budget)
+            if status == 200:
+                log.info("%s released by %s", self.description, self.identity)
+                return True
+            if status != 409:
+                log.warning("releasing %s: %s", self.description, message)
+                return False
+            try:
+                lease = await self.observe(budget=budget)
+            except LeaderElectionError as exc:
+                log.warning("releasing %s: %s", self.description, exc)
+                return False
+            except NETWORK_ERRORS as exc:
+                log.warning("releasing %s: reading it again failed: %s", self.description, exc)
+                return False
+        log.warning("releasing %s: %s", self.description, message)
+        return False
+
+    async def _put_released(self, lease: Json, budget: float) -> tuple[int, str]:
+        """PUT `lease` with no holder; (HTTP status, or 0 on a network error; why)."""
         spec = dict(lease.get("spec") or {})
-        if spec.get("holderIdentity") != self.identity:
-            return False
         stamp = micro_time(self._wall())
         spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=stamp, acquireTime=stamp)
         try:
@@ -288,12 +315,5 @@ class LeaderElector:
                 budget=budget,
             )
         except NETWORK_ERRORS as exc:
-            log.warning("releasing %s failed: %s", self.description, exc)
-            return False
-        if response.status != 200:
-            log.warning(
-                "releasing %s: HTTP %d %s", self.description, response.status, response.message
-            )
-            return False
-        log.info("%s released by %s", self.description, self.identity)
-        return True
+            return 0, f"failed: {exc}"
+        return response.status, f"HTTP {response.status} {response.message}"
