@@ -257,7 +257,8 @@ def _try_pod(
     return compare.PodOutcome(
         pod=name,
         node=node,
-        message=seen.message,
+        # The run's own object names (a DeviceClass the pod names) read as local names.
+        message=seen.message.replace(f"{prefix}-", "@") if seen.message else seen.message,
         feasible=frozenset(scenario.local_node(prefix, n) or n for n in feasible)
         if feasible is not None
         else None,
