@@ -40,6 +40,8 @@ class PodOutcome:
     realigned: bool = False
     #: A gated pod: nothing touched it until its gates were removed (None: not gated).
     gate_kept: bool | None = None
+    #: Every ResourceClaim's allocation after this pod, local names (``deviceops``).
+    claims: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node}

@@ -33,6 +33,9 @@ FEATURES: dict[str, str] = {
     "storage": "StorageClasses, PVs pre-bound to claims by node or zone, ReadWriteOncePod, "
     "unbound Immediate claims, a missing class or claim",
     "csi-limits": "CSINode attach limits and pods with CSI volumes (with storage)",
+    "devices": "DRA: DeviceClasses, ResourceSlices of GPUs on some nodes and a network-attached "
+    "pool, pods with a ResourceClaim (counts 1-4, CEL selectors, matchAttribute, a shared "
+    "claim, a missing class)",
 }
 
 #: On unless switched off: what both schedulers support on main today.

@@ -19,6 +19,7 @@ drift apart.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import shutil
@@ -33,6 +34,7 @@ from kubernetes.client.rest import ApiException
 
 from bench.agreement import (
     compare,
+    deviceops,
     extender,
     known,
     kubeops,
@@ -143,11 +145,13 @@ def _run_objects(
     nodes = [scenario.run_node(n, prefix) for n in scene.nodes]
     names: dict[str, str] = {}
     volumes: list[dict[str, Any]] = []
+    dra: list[dict[str, Any]] = []
     try:
         for slot, labels in scene.namespaces.items():
             names[slot] = kube.create_namespace(api, prefix=f"{prefix}-{slot[1:]}", labels=labels)
         # Storage first: the schedulers see it before the nodes are Ready.
         volumes = storageops.create(api, scene.volumes, prefix, names)
+        dra = deviceops.create(api, scene.dra, prefix, names)
         kubeops.create_nodes(api, nodes, timeout=NODE_TIMEOUT)
         yield names
     finally:
@@ -155,6 +159,10 @@ def _run_objects(
             storageops.remove(api, volumes)
         except Exception as exc:  # the run's own error matters more; say this one too
             log.warning("%s: storage not removed: %s", prefix, exc)
+        try:
+            deviceops.remove(api, dra, list(names.values()))
+        except Exception as exc:
+            log.warning("%s: devices not removed: %s", prefix, exc)
         for ns in names.values():
             with contextlib.suppress(Exception):
                 kube.delete_namespace(api, ns, timeout=60)
@@ -183,9 +191,41 @@ def run(
             pod = scenario.run_pod(local, prefix, namespaces, side.scheduler_name)
             target = reference[i].node if reference is not None else None
             outcome = _try_pod(api, side, pod, prefix, placed, reference is not None, target)
+            if scene.dra.claims:
+                claims = deviceops.allocations(api, prefix, namespaces)
+                outcome = dataclasses.replace(outcome, claims=claims)
+                if reference is not None:
+                    _align_claims(
+                        api, side, reference[i].claims, prefix, namespaces, node_names, placed
+                    )
             outcomes.append(outcome)
             side.wait_synced(node_names, placed)
         return outcomes, taints
+
+
+def _align_claims(
+    api: client.ApiClient,
+    side: sides.Side,
+    reference: deviceops.Allocations,
+    prefix: str,
+    namespaces: dict[str, str],
+    node_names: set[str],
+    placed: dict[Key, str],
+) -> None:
+    """Give the run's claims the reference's allocations (``deviceops.align``); when any
+    was rewritten, wait until the scheduler has seen it: a pod pinned after the writes
+    comes down the same ordered stream, so once the scheduler holds that pod it holds the
+    claims too."""
+    if not deviceops.align(api, reference, prefix, namespaces):
+        return
+    node = min(node_names)
+    ns = namespaces["@ns0"]
+    barrier = kube.make_pod(f"barrier-{len(placed)}", scheduler_name=side.scheduler_name)
+    barrier["metadata"]["namespace"] = ns
+    barrier["spec"]["nodeName"] = node
+    kubeops.create_pod(api, barrier)
+    side.wait_synced(node_names, {**placed, (ns, barrier["metadata"]["name"]): node})
+    kubeops.delete_pod(api, ns, barrier["metadata"]["name"])
 
 
 def _try_pod(
@@ -217,7 +257,8 @@ def _try_pod(
     return compare.PodOutcome(
         pod=name,
         node=node,
-        message=seen.message,
+        # The run's own object names (a DeviceClass the pod names) read as local names.
+        message=seen.message.replace(f"{prefix}-", "@") if seen.message else seen.message,
         feasible=frozenset(scenario.local_node(prefix, n) or n for n in feasible)
         if feasible is not None
         else None,

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.agreement import cluster, features, storage, workload
+from bench.agreement import cluster, devices, features, storage, workload
 
 Manifest = dict[str, Any]
 
@@ -35,6 +35,7 @@ class Scenario:
     #: Namespace slot ("@ns0", ...) -> its labels; pods name their slot.
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     volumes: storage.Storage = field(default_factory=storage.Storage)
+    dra: devices.Devices = field(default_factory=devices.Devices)
 
     @property
     def node_names(self) -> list[str]:
@@ -59,6 +60,8 @@ def build(
     storage_rng = random.Random(f"agreement-{seed}-storage")
     volumes = storage.generate(storage_rng, node_list, chosen)
     storage.attach(storage_rng, pod_list, volumes)
+    devices_rng = random.Random(f"agreement-{seed}-devices")
+    made = devices.attach(devices_rng, pod_list, devices.generate(devices_rng, node_list, chosen))
     workload.gate(random.Random(f"agreement-{seed}-gates"), pod_list, chosen)
     return Scenario(
         seed=seed,
@@ -67,6 +70,7 @@ def build(
         pods=tuple(pod_list),
         namespaces=workload.namespaces(chosen),
         volumes=volumes,
+        dra=made,
     )
 
 
