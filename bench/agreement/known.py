@@ -73,21 +73,6 @@ def not_found_instead_of_post_filter(v: Verdict) -> bool:
     return fixed is not None and v.ours.message == fixed
 
 
-def still_not_schedulable(v: Verdict) -> bool:
-    """Only the message differs, and only in DynamicResources' PostFilter words: kube-
-    scheduler's "still not schedulable" where splitsched says "no new claims to
-    deallocate"."""
-    if v.failed != ["message"] or v.kube.message is None:
-        return False
-    kube_words, our_words = (
-        "still not schedulable, preemption:",
-        "no new claims to deallocate, preemption:",
-    )
-    return kube_words in v.kube.message and v.ours.message == v.kube.message.replace(
-        kube_words, our_words
-    )
-
-
 KNOWN: tuple[Difference, ...] = (
     Difference(
         id="kube-not-found",
@@ -103,20 +88,6 @@ KNOWN: tuple[Difference, ...] = (
         "seeds 1-100 (bench/results/agreement-2026-11-25T1456.json).",
         seeds=(1, 2, 3),
         matches=not_found_instead_of_post_filter,
-    ),
-    Difference(
-        id="claims-post-filter",
-        whose=OURS,
-        what="splitsched's DynamicResources PostFilter always answers 'no new claims to "
-        "deallocate' (splitsched/core/plugins/dynamic_resources.py NO_CLAIMS), which is "
-        "kube-scheduler's answer only for a pod without claims (state.claims empty). For a "
-        "pod whose claims PreFilter read, when none of them can be deallocated, v1.36 "
-        "answers 'still not schedulable'. Pods with a ResourceClaim that fit nowhere: 9 of "
-        "seeds 1-2 with +devices (p04, p20, p22, p23, p24, p26, p28 of seed 1; p11, p26 of "
-        "seed 2). Left for the scheduler's owners: the harness does not change splitsched.",
-        seeds=(1, 2),
-        matches=still_not_schedulable,
-        features=("devices",),
     ),
 )
 

@@ -49,18 +49,7 @@ def test_splitsched_agrees_with_kube_scheduler_on_devices(session: runner.Sessio
         assert not [v.pod for v in verdicts if v.checks[check] is False], check
     unexplained = [v for v in verdicts if not v.agrees and not v.known]
     assert not unexplained, report.summary(results)
-    # What differs is kube-scheduler's documented bug or a documented difference of ours
-    # that shows only with devices (claims-post-filter, still to fix in splitsched).
-    devices_only = {d.id for d in known.KNOWN if d.features == ("devices",)}
-    ours = [
-        v.pod
-        for v in verdicts
-        if not v.agrees
-        and not known.kube_bug(v.known)
-        and not set((v.known or "").split("+")) <= devices_only
-    ]
+    # What differs is kube-scheduler's documented bug only: DynamicResources' PostFilter
+    # words agree too ("still not schedulable" once its PreFilter read the claims).
+    ours = [v.pod for v in verdicts if not v.agrees and not known.kube_bug(v.known)]
     assert not ours, report.summary(results)
-    found = {part for v in verdicts if v.known for part in v.known.split("+")}
-    for difference in known.KNOWN:
-        if difference.features == ("devices",) and set(difference.seeds) & set(SEEDS):
-            assert difference.id in found, f"{difference.id} is fixed: remove it from known.py"

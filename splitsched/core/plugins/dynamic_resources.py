@@ -20,13 +20,14 @@ A decision adopted after a failover holds the writes its binder reports (`hold_c
 instead of choosing; one reported without them holds nothing.
 
 kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
-DefaultPreemption (freeing an idle claim beats evicting a pod); for a pod without claims
-it answers Unschedulable "no new claims to deallocate", and those words open the PostFilter
-part of every FailedScheduling message. splitsched never deallocates a claim, so there is
-never one to deallocate, and this plugin says so in kube's words at the same place in the
-profile. Not modelled: kube's own failure when a PreFilter rejection kept its PreFilter
-from running (its PostFilter then errs "not found" and preemption never runs); here the
-words stay the same whatever rejected the pod.
+DefaultPreemption (freeing an idle claim beats evicting a pod); its words open the
+PostFilter part of every FailedScheduling message: "no new claims to deallocate" for a pod
+whose claims its PreFilter did not read (none, or rejected there), "still not
+schedulable" for one whose claims it read. Not modelled yet: kube deallocates an
+allocated claim that is not available on a node and reserved for no other pod ("deallocation
+of ResourceClaim completed"); here such a pod waits. Nor kube's own failure when a
+PreFilter rejection kept its PreFilter from running (its PostFilter then errs "not found"
+and preemption never runs); here the words stay the same whatever rejected the pod.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from splitsched.core.nodetable import BoolArray, NodeTable
 from splitsched.core.plugins import basics
 
 NO_CLAIMS = "no new claims to deallocate"
+STILL_NOT = "still not schedulable"
 _E = framework.ClusterEvent
 _CLAIMS = "PreFilterDynamicResources"
 _ANSWERS = "FilterDynamicResources"
@@ -192,6 +194,8 @@ class DynamicResources(basics.NoArgs):
         candidates: Sequence[int],
         misfit: framework.Misfit,
     ) -> framework.PostFilterResult | framework.Status:
+        if isinstance(state.read(_CLAIMS), PodClaims):
+            return _STILL_NOT_SCHEDULABLE  # kube's words once its PreFilter read the claims
         return _NOTHING_TO_DEALLOCATE
 
 
@@ -237,3 +241,4 @@ def _claim_writes(
 
 
 _NOTHING_TO_DEALLOCATE = framework.Status.unschedulable(NO_CLAIMS, plugin=DynamicResources.name)
+_STILL_NOT_SCHEDULABLE = framework.Status.unschedulable(STILL_NOT, plugin=DynamicResources.name)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.agreement import compare, deviceops, devices, features, known, scenario
+from bench.agreement import deviceops, devices, features, scenario
 
 WITH_DEVICES = features.parse("+devices")
 
@@ -93,28 +93,3 @@ def test_localize_undoes_render_so_allocations_move_between_runs() -> None:
     ours = scenario.render(deviceops.localize(theirs, "ag1-k"), "ag1-s", {})
     assert json.dumps(ours).count("ag1-s-n03") == 2 and "ag1-k" not in json.dumps(ours)
     assert deviceops.localize({"driver": "ag1-kx"}, "ag1-k") == {"driver": "ag1-kx"}
-
-
-def _pending(message: str) -> compare.PodOutcome:
-    return compare.PodOutcome(pod="p04", node=None, message=message, feasible=frozenset())
-
-
-@pytest.mark.parametrize(
-    ("kube_words", "our_words", "known_id"),
-    [
-        ("still not schedulable", "no new claims to deallocate", "claims-post-filter"),
-        ("still not schedulable", "still not schedulable", None),  # agrees: nothing known
-        ("no new claims to deallocate", "still not schedulable", None),  # the other way
-    ],
-)
-def test_the_claims_post_filter_difference_is_ours_and_only_that_wording(
-    kube_words: str, our_words: str, known_id: str | None
-) -> None:
-    head = "0/10 nodes are available: 4 cannot allocate all claims. "
-    tail = ", preemption: 0/10 nodes are available: 10 Preemption is not helpful for scheduling."
-    kube, ours = _pending(head + kube_words + tail), _pending(head + our_words + tail)
-    verdict = known.classify(compare.Verdict("p04", kube, ours, compare.checks(kube, ours)))
-    assert verdict.known == known_id
-    if known_id:
-        assert not known.kube_bug(known_id)
-        assert next(d for d in known.KNOWN if d.id == known_id).features == ("devices",)
