@@ -16,6 +16,10 @@ is read again and planned again.
 One difference, for idempotence: a claim already holding exactly the decision's allocation
 (an earlier attempt of this decision wrote it, then its reservation was undone) is only
 reserved, where kube fails it. kube never meets that case, as its scheduler is one process.
+A claim holding another allocation fails even when it is reserved for the pod already (a
+binder killed before the Binding left it so, and a decision from a stale view chose other
+devices, maybe on another node): done would bind the pod where the decision's devices are
+not, and report devices the claim does not hold.
 
 On a failure, kube's Unreserve removes the pod from ``reservedFor`` with a strategic-merge
 patch keyed by the pod's uid (``unreserve_patch``) and leaves the allocation and the
@@ -230,7 +234,9 @@ def plan(
     ``pod`` takes, as read now; kube's checks in kube's order."""
     if claim.uid != write.uid:
         return missing(write, f"re-created (uid {claim.uid}, the decision was for {write.uid})")
-    if claim.reserved_for_pod(pod):
+    other_devices = write.allocation is not None and claim.allocated
+    other_devices = other_devices and claim.allocation != write.allocation
+    if claim.reserved_for_pod(pod) and not other_devices:
         return DONE  # reserved already: an earlier attempt, or another binder, wrote it
     if claim.deleting:
         return DeviceFailure(Failure.CLAIM_DELETING, f"claim {write} got deleted in the meantime")
@@ -239,12 +245,12 @@ def plan(
             message = f"claim {write} got deallocated elsewhere in the meantime"
             return DeviceFailure(Failure.NOT_ALLOCATED, message)
         return WriteStatus(_with_status(claim, pod, None), allocates=False)
-    if claim.allocated:
-        if claim.allocation == write.allocation:
-            return WriteStatus(_with_status(claim, pod, None), allocates=False)
+    if other_devices:  # even when reserved for the pod: the decision is stale
         return DeviceFailure(
             Failure.ALLOCATED_ELSEWHERE, f"claim {write} got allocated elsewhere in the meantime"
         )
+    if claim.allocated:  # with exactly the decision's allocation
+        return WriteStatus(_with_status(claim, pod, None), allocates=False)
     if FINALIZER not in claim.finalizers:
         return AddFinalizer(_with_finalizer(claim))
     allocation = allocation_json(write.allocation, now=now)

@@ -145,6 +145,20 @@ def test_a_claim_reserved_for_the_pod_needs_nothing_even_when_allocated() -> Non
     assert plan is deviceclaims.DONE
 
 
+def test_a_claim_reserved_for_the_pod_with_other_devices_fails_a_stale_allocation() -> None:
+    """A binder killed before the Binding left the claim allocated and reserved for the
+    pod; a decision from a stale view chose other devices: binding it would put the pod
+    where the decision's devices are not."""
+    ours = {"resource": "pods", "name": "web-0", "uid": "pod-uid"}
+    other = deviceclaims.allocation_json(Allocation(ALLOCATION.results[:1]))
+    claim = deviceclaims.claim_of(claim_json(allocation=other, status={"reservedFor": [ours]}))
+    plan = deviceclaims.plan(WRITE, claim, POD, now=5.0)
+    assert isinstance(plan, deviceclaims.DeviceFailure)
+    assert plan.reason is Failure.ALLOCATED_ELSEWHERE
+    only_reserve = ClaimWrite("ns", "gpus", "claim-uid")  # the scheduler saw it allocated
+    assert deviceclaims.plan(only_reserve, claim, POD, now=5.0) is deviceclaims.DONE
+
+
 def test_a_claim_holding_exactly_this_allocation_is_reserved_again() -> None:
     claim = deviceclaims.claim_of(claim_json(allocation=written_json()))
     plan = deviceclaims.plan(WRITE, claim, POD, now=5.0)
