@@ -122,3 +122,34 @@ def test_topology_attributes_are_its_args() -> None:
                 ]
             }
         )
+
+
+def gpu_pod(name: str, count: int) -> tuple[models.Pod, model.ResourceClaim]:
+    request = model.DeviceRequest("gpu", model.RequestSpec("gpu", "gpu", count=count))
+    claim = model.ResourceClaim("ml", f"c-{name}", f"uid-c-{name}", requests=(request,))
+    p = models.Pod(
+        f"uid-{name}", "ml", name, scheduler_name=profiles.DEFAULT_SCHEDULER_NAME,
+        resource_claims=(models.PodResourceClaim("gpu", claim.name),),
+    )  # fmt: skip
+    return p, claim
+
+
+def eight_fits_after_small_ones(spec: dict[str, Any] | None, seed: int) -> bool:
+    """node-1 half used, node-2 empty; two 2-GPU pods arrive, then an 8-GPU one."""
+    algo = setup(("node-1", "node-2"), spec, held("node-1", 0, 1, 2, 3))
+    algo.rng = random.Random(seed)
+    for name, count in (("a", 2), ("b", 2), ("big", 8)):
+        p, claim = gpu_pod(name, count)
+        algo.table.devices.set(claim)
+        result = algo.schedule(p)
+        if result.bind is None:
+            return False
+        assert algo.assume(p, result.bind.node, result.state).ok
+    return True
+
+
+def test_an_eight_gpu_claim_fits_where_kube_s_choice_fragmented_the_nodes() -> None:
+    kube = [eight_fits_after_small_ones(None, seed) for seed in range(6)]
+    packed = [eight_fits_after_small_ones(PACKING_PROFILE, seed) for seed in range(6)]
+    assert not all(kube)  # a random tie-break puts a small pod on the empty node
+    assert all(packed)
