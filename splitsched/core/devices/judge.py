@@ -10,6 +10,9 @@ claims would fit. A problem with the claims themselves (a CEL selector that fail
 past its device limit) is not a verdict on the node: `allocator.AllocationError` is
 raised, and the plugin fails the cycle with it, as kube's Filter returns an Error; so is a
 search that ran out of its budget ("node N: timed out trying to allocate devices").
+
+With `packing` (the opt-in DevicePacking plugin), the allocation among those that fit is
+chosen by topology (`devices.packing`); without it, kube's first answer, as kube.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from splitsched.core import models
 from splitsched.core.devices import allocator, model, nodes
+from splitsched.core.devices.packing import Packing
 from splitsched.core.devices.view import DeviceView
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -45,6 +49,7 @@ def judge_node(
     claims: PodClaims,
     view: DeviceView,
     in_use: frozenset[tuple[str, str, str]],
+    packing: Packing | None = None,
 ) -> tuple[str, tuple[model.Allocation, ...]]:
     """("", one allocation per claim to allocate) when the pod's claims can be met on the
     node, else (kube's reason, ()). `in_use` is `view.in_use()`, taken once per pod.
@@ -53,7 +58,8 @@ def judge_node(
     if claims.to_allocate:
         pools = view.inventory.pools_for(node)
         try:
-            found = allocator.allocate(claims.to_allocate, pools, view.classes, in_use, node)
+            allocate = packing.allocate if packing is not None else allocator.allocate
+            found = allocate(claims.to_allocate, pools, view.classes, in_use, node)
         except allocator.InvalidPools as exc:
             return str(exc), ()
         except allocator.SearchBudgetExceeded as exc:  # kube: an Error, the pod backs off

@@ -1,7 +1,9 @@
 """The default plugins, one module each, and the registry that profiles build them from.
 
 Each plugin is a class whose constructor takes its `pluginConfig` args mapping and that
-implements some of the protocols in `splitsched.core.framework`.
+implements some of the protocols in `splitsched.core.framework`. DevicePacking is
+splitsched's own (`schedconfig.kubeplugins.SPLITSCHED_ONLY`): never in the default
+profile, run only where a profile enables it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from splitsched.core import framework
 from splitsched.core.plugins import (
     balanced_allocation,
     default_preemption,
+    device_packing,
     dynamic_resources,
     image_locality,
     inter_pod_affinity,
@@ -45,4 +48,5 @@ REGISTRY: Mapping[str, framework.PluginFactory] = {
     "DynamicResources": dynamic_resources.DynamicResources,
     "DefaultPreemption": default_preemption.DefaultPreemption,
     "ImageLocality": image_locality.ImageLocality,
+    "DevicePacking": device_packing.DevicePacking,
 }

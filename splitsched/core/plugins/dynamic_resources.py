@@ -12,6 +12,11 @@ fails, a search past its budget) fails the cycle, as kube's Error does
 (`framework.FilterError`). Explain shows each node's answer. Pods without claims skip the
 plugin.
 
+When a profile enables DevicePacking, its PreFilter leaves a `devices.packing.Packing` in
+the cycle state under `PACKING`; Filter then judges each node with it, so the allocation
+kept for a node (and assumed at Reserve) is the topology-packed one. Without it, kube's
+first answer, as kube. `chosen` lets a Score read what Filter kept per node.
+
 Reserve assumes the chosen node's allocations, and the pod in each claim's reservedFor, in
 the view (`DeviceView.assume`), so no other pod is given the same devices and a claim
 shared by two pods is allocated once; the decision carries the writes to the binder
@@ -32,7 +37,7 @@ and preemption never runs); here the words stay the same whatever rejected the p
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -42,6 +47,7 @@ from splitsched.core import framework, models
 from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
 from splitsched.core.devices.judge import PodClaims, judge_node
+from splitsched.core.devices.packing import Packing
 from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.devices.view import DeviceView
 from splitsched.core.nodetable import BoolArray, NodeTable
@@ -54,6 +60,8 @@ _CLAIMS = "PreFilterDynamicResources"
 _ANSWERS = "FilterDynamicResources"
 _RESERVED = "ReserveDynamicResources"
 _CHOSEN = "ChosenDynamicResources"
+#: The CycleState key where DevicePacking's PreFilter leaves its `Packing`.
+PACKING = "DevicePackingChooser"
 
 
 @dataclass(slots=True)
@@ -68,6 +76,18 @@ class _Answers:
     #: per row that passes: one allocation per claim to allocate
     allocations: dict[int, tuple[model.Allocation, ...]] = field(default_factory=dict)
     error: str = ""
+    packing: Packing | None = None
+
+
+def chosen(
+    state: framework.CycleState,
+) -> tuple[Mapping[int, tuple[model.Allocation, ...]], frozenset[tuple[str, str, str]]]:
+    """The allocations Filter kept per passing row this cycle, and the devices in use it
+    judged them against (empty before Filter ran)."""
+    answers = state.read(_ANSWERS)
+    if not isinstance(answers, _Answers):
+        return {}, frozenset()
+    return answers.allocations, answers.in_use
 
 
 class DynamicResources(basics.NoArgs):
@@ -159,7 +179,13 @@ class DynamicResources(basics.NoArgs):
         if not isinstance(claims, PodClaims):  # PreFilter did not run in this state
             got = pod_claims(pod, table.devices)
             claims = got if isinstance(got, str) else PodClaims.of(got)
-        answers = _Answers(table, claims, table.devices.in_use())
+        packing = state.read(PACKING)
+        answers = _Answers(
+            table,
+            claims,
+            table.devices.in_use(),
+            packing=packing if isinstance(packing, Packing) else None,
+        )
         state.write(_ANSWERS, answers)
         return answers
 
@@ -177,7 +203,7 @@ class DynamicResources(basics.NoArgs):
                 continue
             try:
                 reason, allocations = judge_node(
-                    table.nodes[row], claims, table.devices, answers.in_use
+                    table.nodes[row], claims, table.devices, answers.in_use, answers.packing
                 )
             except AllocationError as exc:
                 answers.error = str(exc)

@@ -4,7 +4,8 @@ points each implements, the default profile, and what each is here.
 A KubeSchedulerConfiguration names kube's plugins; splitsched runs most of them as
 plugins (`splitsched.core.plugins.REGISTRY`), builds three into its pipeline instead
 (`BUILT_IN`: the queue sorts, the state holds back gated pods, the binder binds), and
-does not run the rest (`NOT_RUN`, with the reason a notice gives). Read by
+does not run the rest (`NOT_RUN`, with the reason a notice gives). `SPLITSCHED_ONLY` adds
+splitsched's own opt-in plugins (DevicePacking), which only a profile that names them runs. Read by
 `schedconfig.resolve` (which plugins run where) and `profiles` (what to build).
 
 Sources, k8s.io/kubernetes v1.36.3: pkg/scheduler/framework/plugins/registry.go (the
@@ -41,7 +42,7 @@ _FILTERS = frozenset({"preFilter", "filter"})
 _SCORES = frozenset({"preScore", "score"})
 
 #: Each in-tree plugin's extension points (the methods it has in kube).
-POINTS_OF: Mapping[str, frozenset[str]] = {
+KUBE_POINTS_OF: Mapping[str, frozenset[str]] = {
     "PrioritySort": frozenset({"queueSort"}),
     "SchedulingGates": frozenset({"preEnqueue"}),
     "DefaultBinder": frozenset({"bind"}),
@@ -66,6 +67,15 @@ POINTS_OF: Mapping[str, frozenset[str]] = {
     "TopologyPlacementGenerator": frozenset({"placementGenerate"}),
     "PodGroupPodsCount": frozenset({"placementScore"}),
 }
+
+#: splitsched's own plugins, with their points: not kube-scheduler's, never in the
+#: default profile; a profile enables one by name like any other (opt-in).
+SPLITSCHED_ONLY: Mapping[str, frozenset[str]] = {
+    "DevicePacking": frozenset({"preFilter", "score"}),
+}
+
+#: Every plugin a profile may name, with its points.
+POINTS_OF: Mapping[str, frozenset[str]] = {**KUBE_POINTS_OF, **SPLITSCHED_ONLY}
 
 #: kube's default profile: its multiPoint plugins in order, with their score weights.
 DEFAULT_MULTI_POINT: tuple[tuple[str, int | None], ...] = (

@@ -140,6 +140,8 @@ ARGS: Mapping[str, Struct] = {
         "DynamicResourcesArgs",
         {**_TYPE_META, "filterTimeout": DURATION, "bindingTimeout": DURATION},
     ),
+    # splitsched's own (kubeplugins.SPLITSCHED_ONLY)
+    "DevicePacking": Struct("DevicePackingArgs", {**_TYPE_META, "topologyAttributes": STRINGS}),
 }
 
 
@@ -148,7 +150,7 @@ def check_args(name: str, args: Any, path: str, found: Findings) -> None:
     if name not in kp.POINTS_OF:
         raise SchedulerConfigError(
             f'{path}.name: kube-scheduler v1.36 has no plugin "{name}" (splitsched runs its '
-            "in-tree plugins only)"
+            "in-tree plugins only, and its own DevicePacking)"
         )
     if args is None:
         return

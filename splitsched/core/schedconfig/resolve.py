@@ -22,7 +22,9 @@ from typing import Any
 from splitsched.core.schedconfig import kubeplugins as kp
 from splitsched.core.schedconfig.schema import SchedulerConfigError
 
-_OUT_OF_TREE = "splitsched runs kube-scheduler v1.36's in-tree plugins only"
+_OUT_OF_TREE = (
+    "splitsched runs kube-scheduler v1.36's in-tree plugins only (and its own DevicePacking)"
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ NESTED: list[tuple[str, dict[str, Any], str]] = [
         {"weight": 1, "preference": {"matchFeilds": []}}]}},
         "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFeilds"),
     ("DynamicResources", {"filterTimout": "1s"}, "filterTimout"),
+    ("DevicePacking", {"topologyAttribute": ["pcieRoot"]}, "topologyAttribute"),
 ]  # fmt: skip
 
 
