@@ -1,5 +1,5 @@
 """DRA on the real control plane for the binder's device-step tests (integration and
-faults): a kwok node with a ResourceSlice of two GPUs (``gpu-0``, ``gpu-1``), their
+faults): a kwok node with a ResourceSlice of two GPUs (``gpu-0``, ``gpu-1``; or one), their
 DeviceClass, the test's ResourceClaims and the pods using them, and BindRequests carrying
 ``claim_writes`` (the tests play the scheduler).
 
@@ -26,16 +26,16 @@ from splitsched.wire_devices import allocation_to_proto
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 DRIVER = "gpu.splitsched.example.com"
-GPUS = ("gpu-0", "gpu-1")
 
 #: A claim to write: (name, uid, the allocation to write, or None to only reserve it).
 Write = tuple[str, str, Allocation | None]
 
 
 class Devices:
-    """A kwok node with a slice of two GPUs, their class, and the test's claims and pods."""
+    """A kwok node with a slice of ``gpus`` GPUs, their class, and the test's claims and
+    pods."""
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
+    def __init__(self, api: client.ApiClient, namespace: str, *, gpus: int = 2) -> None:
         self.api, self.namespace = api, namespace
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
@@ -47,7 +47,7 @@ class Devices:
         self._cluster("resourceslices", {"metadata": {"name": f"{self.prefix}-slice"}, "spec": {
             "driver": DRIVER, "nodeName": self.node,
             "pool": {"name": self.node, "generation": 1, "resourceSliceCount": 1},
-            "devices": [{"name": gpu} for gpu in GPUS]}})  # fmt: skip
+            "devices": [{"name": f"gpu-{i}"} for i in range(gpus)]}})  # fmt: skip
 
     def _cluster(self, plural: str, body: dict[str, Any]) -> None:
         body = {"apiVersion": f"{GROUP}/{VERSION}", **body}
@@ -100,8 +100,8 @@ class Devices:
 
 
 @contextlib.contextmanager
-def devices_cluster(api: client.ApiClient, namespace: str) -> Iterator[Devices]:
-    made = Devices(api, namespace)
+def devices_cluster(api: client.ApiClient, namespace: str, *, gpus: int = 2) -> Iterator[Devices]:
+    made = Devices(api, namespace, gpus=gpus)
     try:
         yield made
     finally:
