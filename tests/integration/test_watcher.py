@@ -494,17 +494,19 @@ def test_devices_are_streamed_from_resource_k8s_io(
         with run_watcher(watcher_kubeconfig, tmp_path) as w:
             sub = Subscription(w.grpc_port)
             try:
-                snap = {
-                    (which, getattr(e, which).name): e
+                snap = {  # keyed by namespace too: other tests' claims may share the name
+                    (which, getattr(e, which).name, getattr(getattr(e, which), "namespace", "")): e
                     for e in sub.until_synced()
                     if (which := e.WhichOneof("object"))
                 }
-                got_slice = snap[("resource_slice", slice_name)].resource_slice
+                got_slice = snap[("resource_slice", slice_name, "")].resource_slice
                 assert (got_slice.driver, got_slice.node_name) == (f"{cls}.example.com", node)
                 attrs = got_slice.devices[0].attributes
                 assert attrs[f"{cls}.example.com/model"].string == "A100"
-                assert snap[("device_class", cls)].device_class.selectors[0].startswith("device.")
-                got_claim = snap[("resource_claim", "gpus")].resource_claim
+                assert (
+                    snap[("device_class", cls, "")].device_class.selectors[0].startswith("device.")
+                )
+                got_claim = snap[("resource_claim", "gpus", namespace)].resource_claim
                 assert (got_claim.namespace, got_claim.requests[0].exactly.device_class) == (
                     namespace, cls,
                 )  # fmt: skip
@@ -517,6 +519,7 @@ def test_devices_are_streamed_from_resource_k8s_io(
                     lambda e: (
                         e.WhichOneof("object") == "resource_claim"
                         and e.resource_claim.name == "gpus"
+                        and e.resource_claim.namespace == namespace
                     )
                 )
                 assert ev.type == E.MODIFIED
