@@ -104,7 +104,8 @@ def _filter_rejections(
         rows = np.flatnonzero(~fits)
         if rows.size == 0:
             continue
-        reasons = plugin.failure_reasons(state, pod, table, rows.tolist())
+        said = getattr(plugin, "explain_reasons", plugin.failure_reasons)  # more words, if any
+        reasons = said(state, pod, table, rows.tolist())
         out.append(PluginRejections(plugin.name, rows, reasons, plugin.resolvable_by_preemption))
         mask &= fits
     return out

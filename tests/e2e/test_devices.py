@@ -128,18 +128,36 @@ def test_pods_with_claim_templates_bind_with_their_devices_allocated_and_reserve
     assert len(devices) == 2 and len(set(devices)) == 2, devices  # no GPU given twice
     (waiting,) = set(names) - set(bound)
 
+    claim = claim_of(core, namespace, waiting)
+    # Explain names the request and why, node by node; kube's words come first.
+    full = (
+        f"{judge.CANNOT_ALLOCATE}: claim {namespace}/{claim}, request gpu: wants 1 device of"
+        f' class {cls} (class selector device.driver == "{cls}.example.com");'
+        " 2 of the node's devices pass, 0 of them free"
+    )
+
     def judged() -> Any:
         try:
             resp = explain(running_stack, namespace, waiting)
         except grpc.RpcError:
             return None
-        return resp if node_reasons(resp).get(gpu_node) == {judge.CANNOT_ALLOCATE} else None
+        return resp if node_reasons(resp).get(gpu_node) == {full} else None
 
     resp = kube.wait_for(judged, timeout=30, message="the third pod judged on the full node")
     reasons = node_reasons(resp)
     others = {n: r for n, r in reasons.items() if n in e2e_nodes and n != gpu_node}
-    assert others and all(r == {judge.CANNOT_ALLOCATE} for r in others.values()), others
+    no_devices = {f"{judge.CANNOT_ALLOCATE}: no ResourceSlice offers devices to this node"}
+    assert others and all(r == no_devices for r in others.values()), others
     assert resp.state == scheduler_pb2.WAITING and not bound_node(core, namespace, waiting)
+
+    # The pod's condition keeps kube-scheduler's words, as kube-scheduler writes them.
+    def unschedulable_message() -> str | None:
+        conditions = core.read_namespaced_pod(waiting, namespace).status.conditions or []
+        said = [c.message for c in conditions if c.type == "PodScheduled" and c.status == "False"]
+        return said[0] if said and said[0] else None
+
+    message = kube.wait_for(unschedulable_message, timeout=30, message="PodScheduled=False")
+    assert " cannot allocate all claims" in message and "request gpu" not in message, message
 
 
 def test_a_shared_claim_is_allocated_once_and_serves_two_pods(

@@ -197,6 +197,12 @@ def peek(
 def _judge(claim: model.ResourceClaim, plan: Plan, candidate: Candidate) -> bool:
     if usable.unusable_reason(candidate.device, plan.spec):
         return False  # an untolerated taint, or a feature not modelled yet: never offered
+    return selectors_pass(claim, plan, candidate)
+
+
+def selectors_pass(claim: model.ResourceClaim, plan: Plan, candidate: Candidate) -> bool:
+    """Whether the device passes the class's and then the request's selectors, whether or
+    not the request may use it; a selector that fails raises AllocationError."""
     for of_class, selectors in zip((True, False), plan.selectors, strict=True):
         for i, selector in enumerate(selectors):
             try:

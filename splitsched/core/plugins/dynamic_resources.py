@@ -9,8 +9,9 @@ other filter passed, as kube's does (`devices.judge`): a node passes where the c
 allocate can all be allocated and the allocated ones are usable; else "resourceclaim not
 available on the node" or "cannot allocate all claims". A claims' error (a selector that
 fails, a search past its budget) fails the cycle, as kube's Error does
-(`framework.FilterError`). Explain shows each node's answer. Pods without claims skip the
-plugin.
+(`framework.FilterError`). Explain shows each node's answer, and where that is "cannot
+allocate all claims", which request could not be met there and why (`explain_reasons`).
+Pods without claims skip the plugin.
 
 When a profile enables DevicePacking, its PreFilter leaves a `devices.packing.Packing` in
 the cycle state under `PACKING`; Filter then judges each node with it, so the allocation
@@ -46,7 +47,8 @@ import numpy as np
 from splitsched.core import framework, models
 from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
-from splitsched.core.devices.judge import PodClaims, judge_node
+from splitsched.core.devices.diagnose import why_not
+from splitsched.core.devices.judge import CANNOT_ALLOCATE, PodClaims, judge_node
 from splitsched.core.devices.packing import Packing
 from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.devices.view import DeviceView
@@ -141,6 +143,28 @@ class DynamicResources(basics.NoArgs):
         if answers.error:
             return [(answers.error,)] * len(rows)
         return [(answers.reasons[row],) for row in rows]
+
+    def explain_reasons(
+        self, state: framework.CycleState, pod: models.Pod, table: NodeTable, rows: Sequence[int]
+    ) -> list[tuple[str, ...]]:
+        """`failure_reasons`, but where kube says only "cannot allocate all claims", which
+        request could not be met on that node and why (`devices.diagnose`): Explain's
+        detail. The FailedScheduling message keeps kube's words."""
+        reasons = self.failure_reasons(state, pod, table, rows)
+        answers = self._answers(state, pod, table)
+        claims = answers.claims
+        if answers.error or isinstance(claims, str):
+            return reasons
+        view = table.devices
+        out = []
+        for row, said in zip(rows, reasons, strict=True):
+            if said == (CANNOT_ALLOCATE,):
+                node = table.nodes[row]
+                pools = view.inventory.pools_for(node)
+                detail = why_not(claims.to_allocate, pools, view.classes, answers.in_use, node)
+                said = (f"{CANNOT_ALLOCATE}: {detail}",)
+            out.append(said)
+        return out
 
     def reserve(self, state: framework.CycleState, pod: models.Pod, node: str) -> framework.Status:
         """Assume the node's allocations and the pod's reservations (kube's Reserve)."""

@@ -52,14 +52,46 @@ def pod(*claims: str) -> models.Pod:
     )  # fmt: skip
 
 
-def reasons_by_node(algo: algorithm.FrameworkAlgorithm, p: models.Pod) -> dict[str, str]:
+def explained_by_node(algo: algorithm.FrameworkAlgorithm, p: models.Pod) -> dict[str, str]:
+    """DynamicResources' answer per node, as Explain shows it (with its detail)."""
     explanation = algo.explain(p)
     out = {}
     for rejection in explanation.rejections:
         if rejection.plugin == "DynamicResources":
             for row, reasons in zip(rejection.rows, rejection.reasons, strict=True):
-                out[algo.table.names[row]] = reasons[0]
+                (out[algo.table.names[row]],) = reasons
     return out
+
+
+def reasons_by_node(algo: algorithm.FrameworkAlgorithm, p: models.Pod) -> dict[str, str]:
+    """kube's words per node: Explain's answers without the detail it adds after
+    "cannot allocate all claims: "."""
+    detailed = f"{judge.CANNOT_ALLOCATE}: "
+    return {
+        node: judge.CANNOT_ALLOCATE if reason.startswith(detailed) else reason
+        for node, reason in explained_by_node(algo, p).items()
+    }
+
+
+def test_explain_names_the_request_each_node_could_not_meet_and_the_wait_keeps_kubes_words() -> (
+    None
+):
+    a100 = 'device.attributes["driver-a"].model == "A100"'
+    algo = setup(gpu_claim("c1", a100), gpu_claim("c2", a100))
+    first = algo.schedule(pod("c1"))
+    assert first.bind is not None and first.bind.node == "node-1"
+    assert algo.assume(pod("c1"), "node-1", first.state).ok  # node-1's one A100 is taken
+    second = dataclasses.replace(pod("c2"), uid="uid-q", name="q")
+    wanted = f"claim ml/c2, request gpu: wants 1 device of class gpu (selector {a100})"
+    assert explained_by_node(algo, second) == {
+        "node-1": f"{judge.CANNOT_ALLOCATE}: {wanted}; 1 of the node's devices pass, 0 of"
+        " them free",
+        "node-2": f"{judge.CANNOT_ALLOCATE}: {wanted}; no device of the node passes",
+        "node-3": f"{judge.CANNOT_ALLOCATE}: no ResourceSlice offers devices to this node",
+    }
+    wait = algo.schedule(second).wait
+    assert wait is not None
+    assert wait.summary.startswith("0/3 nodes are available: 3 cannot allocate all claims.")
 
 
 def test_each_node_says_whether_the_claims_could_be_allocated_there() -> None:
@@ -187,7 +219,10 @@ def test_a_tainted_device_is_not_offered_unless_tolerated() -> None:
     algo.table.devices.set(
         node_slice("s1", "node-1", dataclasses.replace(device("gpu-0"), taints=(taint,)))
     )
-    assert reasons_by_node(algo, pod("c1"))["node-1"] == judge.CANNOT_ALLOCATE
+    assert explained_by_node(algo, pod("c1"))["node-1"].endswith(
+        "no device of the node passes; 1 more cannot be used (device gpu-0 has taint"
+        " gpu.example.com/broken:NoSchedule, not tolerated)"
+    )
     tolerant = model.DeviceToleration(key="gpu.example.com/broken", operator="Exists")
     spec = model.RequestSpec("gpu", "gpu", tolerations=(tolerant,))
     algo.table.devices.set(
