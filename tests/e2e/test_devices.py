@@ -245,3 +245,70 @@ def test_a_selector_that_fails_at_run_time_is_the_pods_reason_and_nothing_crashe
     plain = kube.make_pod("plain", scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
     kube.create_pods(kube_api, namespace=namespace, pods=[plain])
     kube.wait_for(lambda: bound_node(core, namespace, "plain"), timeout=30, message="plain bound")
+
+
+def test_an_invalid_selector_is_refused_by_the_api_server_before_it_reaches_us(
+    kube_api: client.ApiClient, namespace: str, gpu_class: tuple[str, str]
+) -> None:
+    """The API server compiles every selector when a claim is made; one that does not
+    compile never reaches the scheduler (the scheduler's own answer, for one stored by an
+    older server, is tested in the unit tier: "CEL compile error")."""
+    cls, _ = gpu_class
+    resource = client.ResourceV1Api(kube_api)
+    selector = {"cel": {"expression": 'device.attributes["gpu.example.com"].model =='}}
+    request = {"name": "gpu", "exactly": {"deviceClassName": cls, "selectors": [selector]}}
+    with pytest.raises(client.ApiException) as refused:
+        resource.create_namespaced_resource_claim(
+            namespace,
+            {"metadata": {"name": "bad-cel"}, "spec": {"devices": {"requests": [request]}}},
+        )
+    assert refused.value.status == 422 and "compilation failed" in str(refused.value.body)
+
+
+def test_a_pool_with_a_duplicate_device_name_is_invalid_on_its_node_and_harms_no_other(
+    kube_api: client.ApiClient,
+    namespace: str,
+    running_stack: stack.Stack,
+    e2e_nodes: list[str],
+) -> None:
+    """Two slices of one pool both name gpu-0 (each slice alone is valid, so the API
+    server takes them): kube's allocator distrusts the whole pool, and the node answers
+    "invalid resource pools were encountered". A pod of another class still binds."""
+    resource, core = client.ResourceV1Api(kube_api), client.CoreV1Api(kube_api)
+    name, node = f"dup-{uuid.uuid4().hex[:5]}", e2e_nodes[1]
+    driver = f"{name}.example.com"
+    resource.create_device_class({"metadata": {"name": name}, "spec": {"selectors": [
+        {"cel": {"expression": f'device.driver == "{driver}"'}}]}})  # fmt: skip
+    slices = [f"{name}-{i}" for i in range(2)]
+    for slice_name in slices:
+        resource.create_resource_slice({"metadata": {"name": slice_name}, "spec": {
+            "driver": driver, "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 2},
+            "devices": [{"name": "gpu-0"}]}})  # fmt: skip
+    try:
+        request = {"name": "gpu", "exactly": {"deviceClassName": name}}
+        resource.create_namespaced_resource_claim(
+            namespace, {"metadata": {"name": "dup"}, "spec": {"devices": {"requests": [request]}}}
+        )
+        pod = kube.make_pod("dup", scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
+        pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "dup"}]
+        plain = kube.make_pod("plain-dup", scheduler_name=kube.DEFAULT_SCHEDULER_NAME, cpu="100m")
+        kube.create_pods(kube_api, namespace=namespace, pods=[pod, plain])
+
+        def judged() -> Any:
+            try:
+                resp = explain(running_stack, namespace, "dup")
+            except grpc.RpcError:
+                return None
+            said = node_reasons(resp).get(node)
+            return resp if said == {"invalid resource pools were encountered"} else None
+
+        resp = kube.wait_for(judged, timeout=30, message="the duplicate pool judged invalid")
+        assert resp.state == scheduler_pb2.WAITING and not bound_node(core, namespace, "dup")
+        kube.wait_for(
+            lambda: bound_node(core, namespace, "plain-dup"), timeout=30, message="plain bound"
+        )
+    finally:
+        for slice_name in slices:
+            resource.delete_resource_slice(slice_name)
+        resource.delete_device_class(name)
