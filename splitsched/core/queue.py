@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from splitsched.core import models
@@ -418,12 +418,19 @@ class SchedulingQueue:
         return True
 
     # ---- cluster events and time ---------------------------------------------------------
-    def on_event(self, event: ClusterEvent) -> int:
+    def on_event(
+        self, event: ClusterEvent, wakes: Callable[[models.Pod], bool] | None = None
+    ) -> int:
         """Move unschedulable pods that wait for this event to active (or backoff if still
-        backing off); remember it for pods in flight. Returns how many pods moved."""
+        backing off); remember it for pods in flight. With `wakes` (kube's queueing hint
+        for this one event), only the waiting pods it says yes to move; the others keep
+        waiting for it. Returns how many pods moved."""
         for entry in self._in_flight.values():
             entry.flight_events.add(event)
-        waiting = self._by_event.pop(event, None)
+        if wakes is None:
+            waiting = self._by_event.pop(event, None)
+        else:
+            waiting = {u for u in self._by_event.get(event, ()) if wakes(self._entries[u].pod)}
         if not waiting:
             return 0
         now = self._clock.now()

@@ -164,7 +164,15 @@ def _judged_on_the_full_node(
         if rejection.plugin == "DynamicResources"
         for reason in rejection.reasons
     }
-    return resp if reasons == {judge.CANNOT_ALLOCATE} else None
+    # Explain's detail: the node's one GPU passes the class, and it is not free.
+    held = f"{judge.CANNOT_ALLOCATE}: claim {devices.namespace}/{pod_name}-gpu, request"
+    return resp if len(reasons) == 1 and _held_gpu(reasons.pop(), held) else None
+
+
+def _held_gpu(reason: str, start: str) -> bool:
+    return reason.startswith(start) and reason.endswith(
+        "1 of the node's devices pass, 0 of them free"
+    )
 
 
 def _record(request: pytest.FixtureRequest, started: float, *, doubles: int) -> None:

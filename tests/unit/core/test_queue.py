@@ -196,6 +196,20 @@ def test_event_requeues_only_pods_waiting_for_it() -> None:
     assert drain(q) == ["waits-node", "waits-pod"]
 
 
+def test_a_hinted_event_moves_only_the_pods_its_hint_says_yes_to() -> None:
+    """kube's queueing hints: the others keep waiting for the same event."""
+    q, clock = make()
+    for uid in ("a", "b", "c"):
+        q.add(pod(uid))
+        park(q, uid, frozenset({NODE_ADD}))
+    clock.advance(60)
+    assert q.on_event(NODE_ADD, lambda p: p.uid == "b") == 1
+    assert [q.place_of(u) for u in "abc"] == ["unschedulable", "active", "unschedulable"]
+    assert q.on_event(NODE_ADD, lambda p: False) == 0
+    assert q.on_event(NODE_ADD) == 2  # no hint: everyone waiting for it
+    assert drain(q) == ["a", "b", "c"]
+
+
 def test_event_moves_pod_still_backing_off_to_backoff() -> None:
     q, clock = make()
     q.add(pod("a"))
