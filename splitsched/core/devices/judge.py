@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from splitsched.core import models
 from splitsched.core.devices import allocator, model, nodes
 from splitsched.core.devices.packing import Packing
+from splitsched.core.devices.requests import plan_claims
 from splitsched.core.devices.view import DeviceView
 
 NOT_AVAILABLE = "resourceclaim not available on the node"
@@ -44,19 +45,37 @@ class PodClaims:
         )
 
 
+@dataclass(slots=True)
+class BareNodes:
+    """Whether the pod's claims passed the checks kube's allocator makes on a node without
+    devices (its classes, selectors present, modes, counts): the same answer on every
+    such node, so it is found once per pod, and the other nodes without devices (9,900 of
+    10,000, say) are answered without a search."""
+
+    checked: bool = False
+
+
 def judge_node(
     node: models.Node,
     claims: PodClaims,
     view: DeviceView,
     in_use: frozenset[tuple[str, str, str]],
     packing: Packing | None = None,
+    bare: BareNodes | None = None,
 ) -> tuple[str, tuple[model.Allocation, ...]]:
     """("", one allocation per claim to allocate) when the pod's claims can be met on the
     node, else (kube's reason, ()). `in_use` is `view.in_use()`, taken once per pod.
-    Raises allocator.AllocationError for what is wrong with the claims themselves."""
+    Raises allocator.AllocationError for what is wrong with the claims themselves. With
+    `bare`, a node without devices is answered from what the pod's first such node
+    found."""
     allocations: tuple[model.Allocation, ...] = ()
     if claims.to_allocate:
         pools = view.inventory.pools_for(node)
+        if not pools and bare is not None and all(c.requests for c in claims.to_allocate):
+            if not bare.checked:  # raises as the allocator would, on the first such node
+                plan_claims(claims.to_allocate, pools, view.classes, 0)
+                bare.checked = True
+            return CANNOT_ALLOCATE, ()
         try:
             allocate = packing.allocate if packing is not None else allocator.allocate
             found = allocate(claims.to_allocate, pools, view.classes, in_use, node)

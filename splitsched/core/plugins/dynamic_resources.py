@@ -48,7 +48,7 @@ from splitsched.core import framework, models
 from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
 from splitsched.core.devices.diagnose import why_not
-from splitsched.core.devices.judge import CANNOT_ALLOCATE, PodClaims, judge_node
+from splitsched.core.devices.judge import CANNOT_ALLOCATE, BareNodes, PodClaims, judge_node
 from splitsched.core.devices.packing import Packing
 from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.devices.view import DeviceView
@@ -79,6 +79,7 @@ class _Answers:
     allocations: dict[int, tuple[model.Allocation, ...]] = field(default_factory=dict)
     error: str = ""
     packing: Packing | None = None
+    bare: BareNodes = field(default_factory=BareNodes)
 
 
 def chosen(
@@ -227,8 +228,9 @@ class DynamicResources(basics.NoArgs):
                 continue
             try:
                 reason, allocations = judge_node(
-                    table.nodes[row], claims, table.devices, answers.in_use, answers.packing
-                )
+                    table.nodes[row], claims, table.devices, answers.in_use, answers.packing,
+                    answers.bare,
+                )  # fmt: skip
             except AllocationError as exc:
                 answers.error = str(exc)
                 return

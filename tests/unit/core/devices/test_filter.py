@@ -12,7 +12,7 @@ import pytest
 
 from splitsched.core import algorithm, framework, models, profiles
 from splitsched.core.cache import SchedulerCache
-from splitsched.core.devices import judge, model
+from splitsched.core.devices import allocator, judge, model, requests
 from splitsched.core.plugins import dynamic_resources
 from tests.support.devices import device, name_is, node_slice
 
@@ -234,6 +234,46 @@ def test_a_tainted_device_is_not_offered_unless_tolerated() -> None:
 def test_a_distinct_attribute_constraint_is_a_clear_error_not_a_wrong_match() -> None:
     distinct = (model.MatchAttribute("", distinct_attribute="driver-a/model"),)
     algo = setup(gpu_claim("c1", constraints=distinct))
+    wait = algo.schedule(pod("c1")).wait
+    assert wait is not None and wait.scheduler_error
+    assert "distinctAttribute is not supported by splitsched yet" in wait.summary
+
+
+def test_nodes_without_devices_are_answered_without_a_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kube's allocator checks the claims on every node and finds nothing to search on a
+    node without devices; the check's answer is the same on each, so it runs once."""
+    searched: list[str] = []
+    real = allocator.allocate
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        searched.append(args[4].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(allocator, "allocate", counting)
+    checks: list[object] = []
+    real_plan = requests.plan_claims
+
+    def checking(*args: Any) -> Any:
+        checks.append(args)
+        return real_plan(*args)
+
+    monkeypatch.setattr(judge, "plan_claims", checking)
+    algo = setup(gpu_claim("c1"))
+    for n in range(4, 10):
+        algo.cache.add_node(node(f"node-{n}"))
+    assert reasons_by_node(algo, pod("c1"))["node-9"] == judge.CANNOT_ALLOCATE
+    assert sorted(searched) == ["node-1", "node-2"] and len(checks) == 1
+
+
+def test_a_claims_error_on_nodes_without_devices_still_fails_the_cycle() -> None:
+    """No node has devices: kube's allocator still raises on the first node it judges."""
+    distinct = (model.MatchAttribute("", distinct_attribute="driver-a/model"),)
+    algo = setup(gpu_claim("c1", constraints=distinct))
+    for name in ("s1", "s2"):
+        algo.table.devices.remove(node_slice(name, "node-1"))
+    assert not algo.table.devices.inventory.pools_for(algo.table.nodes[0])
     wait = algo.schedule(pod("c1")).wait
     assert wait is not None and wait.scheduler_error
     assert "distinctAttribute is not supported by splitsched yet" in wait.summary
