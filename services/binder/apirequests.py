@@ -244,6 +244,15 @@ def update_resource_claim_status(write: ClaimWrite, body: Any, *, allocates: boo
     )  # fmt: skip
 
 
+def deallocate_resource_claim(claim: ClaimWrite, body: Any) -> ApiRequest:
+    """PUT the claim's status with its allocation and reservations cleared (kube-scheduler's
+    PostFilter deallocation); conditional on the body's resourceVersion."""
+    return ApiRequest(
+        "PUT", _resource_claim_path(claim, "status"), body, retryable=classify.retryable_create,
+        what=f"deallocation of resourceclaim {claim}",
+    )  # fmt: skip
+
+
 def unreserve_resource_claim(write: ClaimWrite, pod: PodKey) -> ApiRequest:
     """kube-scheduler's Unreserve: a strategic-merge PATCH of the claim's status removing
     ``pod`` from reservedFor (``deviceclaims.unreserve_patch``)."""

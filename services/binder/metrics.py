@@ -157,6 +157,13 @@ class BinderMetrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.claim_deallocations = Counter(
+            "splitsched_binder_claim_deallocations_total",
+            "ResourceClaims the scheduler's DynamicResources PostFilter gave back, by result: "
+            "deallocated, or why left alone (gone, not_allocated, in_use, not_ours, failed).",
+            ["result"],
+            registry=self.registry,
+        )
         self.device_unreserves = Counter(
             "splitsched_binder_device_unreserves_total",
             "Reservations of a ResourceClaim for a pod removed after its device step or its "

@@ -96,6 +96,22 @@ def claim_write_problem(request: binder_pb2.BindRequest) -> str | None:
     return None
 
 
+def deallocation_problem(request: binder_pb2.UnschedulableReport) -> str | None:
+    """Why ``request.deallocate_claims`` cannot be carried out: each names a claim of the
+    pod's namespace (empty means it) by a valid name, with its uid."""
+    if len(request.deallocate_claims) > MAX_CLAIM_WRITES:
+        return f"{len(request.deallocate_claims)} deallocate_claims (at most {MAX_CLAIM_WRITES})"
+    for i, claim in enumerate(request.deallocate_claims):
+        where = f"deallocate_claims[{i}]"
+        if claim.namespace not in ("", request.pod.namespace):
+            return f"{where}.namespace {claim.namespace[:80]!r} is not the pod's"
+        if not _subdomain(claim.name):
+            return f"{where}.name {claim.name[:80]!r} is not a valid claim name"
+        if not claim.uid:
+            return f"{where}.uid is empty"
+    return None
+
+
 def node_problem(node: str) -> str | None:
     """Why `node` cannot name a Node (it goes into the path of the binder's node read)."""
     if node and not (len(node) <= 253 and _DNS_SUBDOMAIN.fullmatch(node)):
@@ -286,6 +302,9 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
         bad = name_problems("pod.", request.pod.namespace, request.pod.name)
         if bad:
             return binder_pb2.BinderAck(accepted=False, reason=f"invalid request: {'; '.join(bad)}")
+        bad_claims = deallocation_problem(request)
+        if bad_claims:
+            return binder_pb2.BinderAck(accepted=False, reason=f"invalid request: {bad_claims}")
         reason = self._pool.report_unschedulable(
             namespace=request.pod.namespace,
             name=request.pod.name,
@@ -294,6 +313,10 @@ class BinderServicer(binder_pb2_grpc.BinderServicer):
             reason=request.reason,
             profile=request.profile,
             caller=caller_identity(context),
+            deallocate=tuple(
+                ClaimWrite(c.namespace or request.pod.namespace, c.name, c.uid)
+                for c in request.deallocate_claims
+            ),
         )
         return binder_pb2.BinderAck(accepted=reason is None, reason=reason or "")
 

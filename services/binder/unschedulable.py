@@ -13,19 +13,24 @@ many requests it has in flight (``splitsched.runtime.ratelimit``), and the pod's
 the two writes wait their turn behind the bindings. A whole round's retries can pass
 without a turn: the faults tier's mixed test lost FailedScheduling records that way.
 
+A report may carry ResourceClaims to deallocate (the scheduler's DynamicResources
+PostFilter gave them back): ``ClaimDeallocator.run`` deallocates them once, before the
+report's first round; a newer report replacing one not taken up yet keeps its claims.
+
 Used by ``services.binder.worker`` for every ``ReportUnschedulable``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from services.binder import recorder as recording
 from services.binder.admission import ReportCheck
-from services.binder.jobs import PodKey
+from services.binder.jobs import ClaimWrite, PodKey
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +55,23 @@ class ReportWriter(Protocol):
     ) -> frozenset[str]: ...
 
 
+class ClaimDeallocator(Protocol):
+    """``services.binder.deallocation.Deallocator``, as far as reports need it."""
+
+    async def run(self, pod: PodKey, claims: Sequence[ClaimWrite], *, caller: str = "") -> None: ...
+
+
 @dataclass(frozen=True)
 class Report:
-    """What the scheduler asked to be written about one pod."""
+    """What the scheduler asked to be written about one pod; ``deallocate``: the claims
+    its DynamicResources PostFilter gave back, deallocated before the report's writes."""
 
     pod: PodKey
     message: str
     reason: str
     profile: str
     caller: str = ""
+    deallocate: tuple[ClaimWrite, ...] = ()
 
 
 class UnschedulableReports:
@@ -74,8 +87,10 @@ class UnschedulableReports:
         sleep: Callable[[float], Awaitable[None]],
         spawn: Callable[[Coroutine[Any, Any, None]], None],
         stopping: Callable[[], bool],
+        deallocator: ClaimDeallocator | None = None,
     ) -> None:
         self._admission = admission
+        self._deallocator = deallocator
         self._recorder = recorder
         self._clock = clock
         self._sleep = sleep
@@ -90,6 +105,9 @@ class UnschedulableReports:
 
     def submit(self, report: Report) -> None:
         key = _key(report)
+        replaced = self._latest.get(key)
+        if replaced is not None and replaced.deallocate and not report.deallocate:
+            report = dataclasses.replace(report, deallocate=replaced.deallocate)  # not lost
         self._latest[key] = report
         if key not in self._writing:
             self._writing.add(key)
@@ -102,6 +120,10 @@ class UnschedulableReports:
             while (latest := self._latest.pop(key, None)) is not None:
                 if latest != report:
                     report, failed, written = latest, 0, frozenset()
+                    if report.deallocate and self._deallocator is not None:
+                        await self._deallocator.run(
+                            report.pod, report.deallocate, caller=report.caller
+                        )
                 done = await self._round(report, missing=recording.UNSCHEDULABLE_PARTS - written)
                 if done is None:
                     continue  # nothing to write about this pod (a newer report may be)

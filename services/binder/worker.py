@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from services.binder import jobs
 from services.binder.admission import Admission
 from services.binder.binding import Bindings
+from services.binder.deallocation import reports_deallocating
 from services.binder.devices import DeviceStep
 from services.binder.events import EventSource
 from services.binder.jobs import (
@@ -59,7 +60,7 @@ from services.binder.recorder import Recorder
 from services.binder.reporter import OutcomeReporter
 from services.binder.retrying import Backoff, Retrier
 from services.binder.spans import NO_CALL, RetriedCall, bind_call
-from services.binder.unschedulable import Report, UnschedulableReports
+from services.binder.unschedulable import Report
 from services.binder.volumes import VolumeStep
 from splitsched.runtime import exemplars, tracing
 from splitsched.v1 import scheduler_pb2
@@ -118,9 +119,9 @@ class BindingPool:
         self._admission = Admission.serving(profiles, retrier, metrics, clock, pending)
         source = EventSource(controller=event_controller, binder_id=binder_id)
         self._recorder = Recorder(retrier=retrier, source=source, clock=clock)
-        self._reports = UnschedulableReports(
-            admission=self._admission, recorder=self._recorder, clock=clock, sleep=sleep,
-            spawn=self._spawn, stopping=lambda: self.shutting_down,
+        self._reports = reports_deallocating(
+            retrier=retrier, admission=self._admission, recorder=self._recorder, metrics=metrics,
+            clock=clock, sleep=sleep, spawn=self._spawn, stopping=lambda: self.shutting_down,
         )  # fmt: skip
         self._queue: asyncio.Queue[BindJob] = asyncio.Queue(maxsize=self._max_pending)
         #: Accepted and not finished (queued or binding), by decision id.
@@ -283,6 +284,7 @@ class BindingPool:
         reason: str,
         profile: str,
         caller: str = "",
+        deallocate: tuple[ClaimWrite, ...] = (),
     ) -> str | None:
         """Start writing the FailedScheduling Event and PodScheduled=False; None if accepted.
         ``services.binder.unschedulable`` writes nothing for a pod ``Admission`` refuses
@@ -292,7 +294,7 @@ class BindingPool:
             return SHUTTING_DOWN
         report = Report(
             PodKey(namespace, name, uid), message=message, reason=reason or "Unschedulable",
-            profile=profile, caller=caller,
+            profile=profile, caller=caller, deallocate=deallocate,
         )  # fmt: skip
         if len(self._side_tasks) >= self._max_pending and not self._reports.writing(report):
             return f"too many unschedulable reports pending ({len(self._side_tasks)})"

@@ -211,12 +211,15 @@ class BinderDispatch:
             self.poke()
 
     async def report_unschedulable(self, report: Unschedulable) -> None:
-        """Ask a binder to write the FailedScheduling Event (best effort: the next
-        attempt reports again)."""
+        """Ask a binder to write the FailedScheduling Event, and deallocate the claims
+        DynamicResources' PostFilter gave back (best effort: the next attempt reports
+        again)."""
         request = binder_pb2.UnschedulableReport(
             message=report.message, reason=report.reason, profile=report.pod.scheduler_name
         )
         request.pod.CopyFrom(wire.pod_ref(report.pod))
+        for ref in report.deallocate:
+            request.deallocate_claims.add(namespace=ref.namespace, name=ref.name, uid=ref.uid)
         try:
             await self.stub.ReportUnschedulable(request, timeout=REPORT_TIMEOUT)
         except grpc.aio.AioRpcError as exc:

@@ -154,6 +154,10 @@ PREBIND_VOLUMES = "PreBindVolumes"
 #: The same for ResourceClaims (a tuple of `devices.model.ClaimWrite`): kube-scheduler's
 #: DynamicResources PreBind (`FrameworkAlgorithm.prebind_claims`).
 PREBIND_CLAIMS = "PreBindClaims"
+#: Where DynamicResources' PostFilter leaves the claims to deallocate (a tuple of
+#: `devices.model.ClaimRef`): kube-scheduler writes that from its PostFilter; here the
+#: pod's unschedulable report carries it to a binder.
+DEALLOCATE_CLAIMS = "DeallocateClaims"
 
 
 class Plugin(Protocol):

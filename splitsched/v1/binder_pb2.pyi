@@ -223,6 +223,7 @@ class UnschedulableReport(_message.Message):
     REASON_FIELD_NUMBER: _builtins.int
     PROFILE_FIELD_NUMBER: _builtins.int
     TRACE_CONTEXT_FIELD_NUMBER: _builtins.int
+    DEALLOCATE_CLAIMS_FIELD_NUMBER: _builtins.int
     message: _builtins.str
     """"0/50 nodes are available: 3 Insufficient cpu, ..." """
     reason: _builtins.str
@@ -232,6 +233,13 @@ class UnschedulableReport(_message.Message):
     def pod(self) -> _types_pb2.PodRef: ...
     @_builtins.property
     def trace_context(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]: ...
+    @_builtins.property
+    def deallocate_claims(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.ObjectRef]:
+        """ResourceClaims to deallocate first, as kube-scheduler's DynamicResources PostFilter
+        does: each claim of this uid, allocated and reserved for no pod but this one, gets
+        status.allocation and status.reservedFor cleared. Anything else is left alone.
+        """
+
     def __init__(
         self,
         *,
@@ -240,10 +248,11 @@ class UnschedulableReport(_message.Message):
         reason: _builtins.str = ...,
         profile: _builtins.str = ...,
         trace_context: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        deallocate_claims: _abc.Iterable[_types_pb2.ObjectRef] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["pod", b"pod"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["message", b"message", "pod", b"pod", "profile", b"profile", "reason", b"reason", "trace_context", b"trace_context"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deallocate_claims", b"deallocate_claims", "message", b"message", "pod", b"pod", "profile", b"profile", "reason", b"reason", "trace_context", b"trace_context"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -57,7 +57,7 @@ class SchedulingCycle(StateBooks):
             node, victims = result.preempt.node, result.preempt.victims
         else:
             assert result.wait is not None
-            return [self._park(qp, rec, result.wait, now)]
+            return [_with_deallocations(self._park(qp, rec, result.wait, now), result)]
         status = self.algo.assume(pod, node, result.state)
         if not status.ok:
             message = "; ".join(status.reasons) or f"rejected by {status.plugin}"
@@ -236,3 +236,12 @@ class SchedulingCycle(StateBooks):
     def take_ready_binds(self) -> list[Decision]:
         ready, self.ready_binds = self.ready_binds, []
         return ready
+
+
+def _with_deallocations(parked: Unschedulable, result: results.ScheduleResult) -> Unschedulable:
+    """The claims DynamicResources' PostFilter gave back, for the binder to write with the
+    report (reported whatever the rate limit: kube writes them in its PostFilter)."""
+    refs = result.state.read(framework.DEALLOCATE_CLAIMS) if result.state is not None else None
+    if not refs:
+        return parked
+    return dataclasses.replace(parked, deallocate=tuple(refs), report=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from splitsched.core import models, storage
-from splitsched.core.devices.model import ClaimWrite
+from splitsched.core.devices.model import ClaimRef, ClaimWrite
 from splitsched.core.queue import QueuedPod
 
 
@@ -126,6 +126,9 @@ class Unschedulable:
     reason: str = "Unschedulable"  # the PodScheduled condition's; SchedulerError for errors
     #: The plugins that rejected the pod (the scheduler's per-plugin failure counter).
     plugins: frozenset[str] = frozenset()
+    #: Claims DynamicResources' PostFilter gives back: the binder deallocates them (then
+    #: `report` is always True, whatever the rate limit).
+    deallocate: tuple[ClaimRef, ...] = ()
 
 
 @dataclass(frozen=True)

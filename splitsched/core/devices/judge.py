@@ -86,8 +86,17 @@ def judge_node(
         if found is None:
             return CANNOT_ALLOCATE, ()
         allocations = tuple(found)
+    if unavailable_on(node, claims):
+        return NOT_AVAILABLE, ()
+    return "", allocations
+
+
+def unavailable_on(node: models.Node, claims: PodClaims) -> list[model.ResourceClaim]:
+    """The pod's allocated claims whose devices the node cannot use (their allocation's
+    node selector leaves it out): what DynamicResources' PostFilter may deallocate."""
+    out = []
     for claim in claims.allocated:
         terms = claim.allocation.node_selector if claim.allocation is not None else None
         if terms is not None and not nodes.usable_on(node, "", False, terms):
-            return NOT_AVAILABLE, ()
-    return "", allocations
+            out.append(claim)
+    return out

@@ -281,6 +281,16 @@ class ResourceClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """A claim by name and uid: one DynamicResources' PostFilter asks to deallocate (a
+    claim of another uid, made again under the name, is not touched)."""
+
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
 class ClaimWrite:
     """What the binder writes for one of a pod's claims before its Binding (kube's
     DynamicResources PreBind): `allocation`, when the scheduler chose one (None: the claim

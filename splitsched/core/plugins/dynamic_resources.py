@@ -29,11 +29,16 @@ kube-scheduler v1.36's default profile runs DynamicResources' PostFilter before
 DefaultPreemption (freeing an idle claim beats evicting a pod); its words open the
 PostFilter part of every FailedScheduling message: "no new claims to deallocate" for a pod
 whose claims its PreFilter did not read (none, or rejected there), "still not
-schedulable" for one whose claims it read. Not modelled yet: kube deallocates an
-allocated claim that is not available on a node and reserved for no other pod ("deallocation
-of ResourceClaim completed"); here such a pod waits. Nor kube's own failure when a
-PreFilter rejection kept its PreFilter from running (its PostFilter then errs "not found"
-and preemption never runs); here the words stay the same whatever rejected the pod.
+schedulable" for one whose claims it read. An allocated claim of the pod that Filter found
+"not available" on a node where the pod's other claims fit, and that is reserved for no
+other pod, is deallocated, as kube does ("deallocation of ResourceClaim completed"): a
+failed binding leaves its claim allocated (as kube's Unreserve does), and without this the
+pod would wait for that node forever. kube writes the deallocation from its PostFilter;
+here the claim goes under `framework.DEALLOCATE_CLAIMS` and the pod's unschedulable report
+carries it to a binder, which writes it; the claim's update then requeues the pod. Not
+modelled: kube's own failure when a PreFilter rejection kept its PreFilter from running
+(its PostFilter then errs "not found" and preemption never runs); here the words stay the
+same whatever rejected the pod.
 """
 
 from __future__ import annotations
@@ -48,7 +53,14 @@ from splitsched.core import framework, models
 from splitsched.core.devices import model
 from splitsched.core.devices.allocator import AllocationError
 from splitsched.core.devices.diagnose import why_not
-from splitsched.core.devices.judge import CANNOT_ALLOCATE, BareNodes, PodClaims, judge_node
+from splitsched.core.devices.judge import (
+    CANNOT_ALLOCATE,
+    NOT_AVAILABLE,
+    BareNodes,
+    PodClaims,
+    judge_node,
+    unavailable_on,
+)
 from splitsched.core.devices.packing import Packing
 from splitsched.core.devices.podclaims import pod_claims
 from splitsched.core.devices.view import DeviceView
@@ -57,6 +69,7 @@ from splitsched.core.plugins import basics
 
 NO_CLAIMS = "no new claims to deallocate"
 STILL_NOT = "still not schedulable"
+DEALLOCATED = "deallocation of ResourceClaim completed"
 _E = framework.ClusterEvent
 _CLAIMS = "PreFilterDynamicResources"
 _ANSWERS = "FilterDynamicResources"
@@ -80,6 +93,8 @@ class _Answers:
     error: str = ""
     packing: Packing | None = None
     bare: BareNodes = field(default_factory=BareNodes)
+    #: allocated claims unusable on a node the new claims fit (by key, first found first)
+    unavailable: dict[str, model.ResourceClaim] = field(default_factory=dict)
 
 
 def chosen(
@@ -237,6 +252,9 @@ class DynamicResources(basics.NoArgs):
             answers.reasons[row] = reason
             if not reason:
                 answers.allocations[row] = allocations
+            elif reason == NOT_AVAILABLE:  # kube's unavailableClaims, for PostFilter
+                for claim in unavailable_on(table.nodes[row], claims):
+                    answers.unavailable.setdefault(claim.key, claim)
 
     def post_filter(
         self,
@@ -246,9 +264,17 @@ class DynamicResources(basics.NoArgs):
         candidates: Sequence[int],
         misfit: framework.Misfit,
     ) -> framework.PostFilterResult | framework.Status:
-        if isinstance(state.read(_CLAIMS), PodClaims):
-            return _STILL_NOT_SCHEDULABLE  # kube's words once its PreFilter read the claims
-        return _NOTHING_TO_DEALLOCATE
+        if not isinstance(state.read(_CLAIMS), PodClaims):
+            return _NOTHING_TO_DEALLOCATE
+        answers = state.read(_ANSWERS)
+        unavailable = answers.unavailable.values() if isinstance(answers, _Answers) else ()
+        for claim in unavailable:  # in the order the nodes found them (kube: at random)
+            others = [r for r in claim.reserved_for if r.uid != pod.uid]
+            if not others:
+                ref = model.ClaimRef(claim.namespace, claim.name, claim.uid)
+                state.write(framework.DEALLOCATE_CLAIMS, (ref,))
+                return _DEALLOCATED
+        return _STILL_NOT_SCHEDULABLE  # kube's words once its PreFilter read the claims
 
 
 def hold_chosen(
@@ -294,3 +320,4 @@ def _claim_writes(
 
 _NOTHING_TO_DEALLOCATE = framework.Status.unschedulable(NO_CLAIMS, plugin=DynamicResources.name)
 _STILL_NOT_SCHEDULABLE = framework.Status.unschedulable(STILL_NOT, plugin=DynamicResources.name)
+_DEALLOCATED = framework.Status.unschedulable(DEALLOCATED, plugin=DynamicResources.name)
