@@ -59,7 +59,7 @@ class GpuDriver:
                 "name": f"gpu-{i}",
                 "attributes": {
                     "model": {"string": model},
-                    PCIE_ROOT: {"string": f"{node}-root-{i // per_root}"},
+                    PCIE_ROOT: {"string": f"root-{i // per_root}"},
                 },
                 "capacity": {"memory": {"value": "80Gi"}},
             }
