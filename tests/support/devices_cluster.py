@@ -3,8 +3,9 @@ faults): a kwok node with a ResourceSlice of two GPUs (``gpu-0``, ``gpu-1``; or 
 DeviceClass, the test's ResourceClaims and the pods using them, and BindRequests carrying
 ``claim_writes`` (the tests play the scheduler).
 
-``Devices`` makes them and deletes the cluster-scoped ones (the node, the slice, the
-class) afterwards; the namespaced ones go with the test's namespace.
+``Devices`` makes them and deletes them afterwards: the claims released and deleted
+(`release_claims`), then the node, the slice and the class; the pods go with the test's
+namespace.
 """
 
 from __future__ import annotations
@@ -92,11 +93,35 @@ class Devices:
         return self.core.create_namespaced_pod(self.namespace, pod)
 
     def delete(self) -> None:
+        self.release_claims()
         kube.delete_nodes(self.api, [self.node])
         for plural, name in (("resourceslices", f"{self.prefix}-slice"),
                              ("deviceclasses", self.device_class)):  # fmt: skip
             with contextlib.suppress(ApiException):
                 self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+
+    def release_claims(self) -> None:
+        """Deallocate every claim of the namespace, drop its finalizer and delete it: no
+        resourceclaim controller runs beside these tests to do it, and a claim allocated
+        with the finalizer would keep the namespace Terminating until the control plane
+        stops (a later test once read such a leftover claim)."""
+        for claim in self.claims():
+            name = claim["metadata"]["name"]
+            with contextlib.suppress(ApiException):
+                self.custom.patch_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, "resourceclaims", name,
+                    {"status": {"allocation": None, "reservedFor": None}},
+                )  # fmt: skip
+            with contextlib.suppress(ApiException):
+                self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "resourceclaims", name,
+                    {"metadata": {"finalizers": None}},
+                )  # fmt: skip
+            with contextlib.suppress(ApiException):
+                self.custom.delete_namespaced_custom_object(
+                    GROUP, VERSION, self.namespace, "resourceclaims", name
+                )
+        kube.wait_for(lambda: not self.claims(), timeout=30, message="the test's claims gone")
 
 
 @contextlib.contextmanager
