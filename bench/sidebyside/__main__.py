@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.sidebyside import contenders, report, runner, workloads
+from bench.sidebyside import contenders, devices, report, runner, workloads
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -63,7 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=d.rate, help="rate workload: pods/s")
     p.add_argument("--rate-seconds", type=float, default=d.rate_seconds, help="... for s")
     p.add_argument(
-        "--workloads", type=_csv, default=d.workloads, help="basic,affinity,spread,rate,idle"
+        "--workloads",
+        type=_csv,
+        default=d.workloads,
+        help="basic,affinity,spread,rate,idle,devices",
     )
     p.add_argument(
         "--idle-seconds", type=float, default=d.idle_seconds, help="idle workload: window (s)"
@@ -157,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         contenders.validate(args.contenders)
         workloads.build(args.workloads, init_pods=0, pods=0, rate=1, rate_seconds=1)
+        if "devices" in args.workloads and args.pods > args.nodes * devices.GPUS_PER_NODE:
+            raise ValueError(
+                f"devices: {args.pods} pods want more GPUs than {args.nodes} nodes have"
+                f" ({devices.GPUS_PER_NODE} each)"
+            )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -74,5 +74,6 @@ def pods_per_node() -> int:
 
 def fits(workload: Workload) -> bool:
     """Whether the ceiling means anything for ``workload``: pods any node may take (no
-    affinity, no spread: it places pods anywhere), and pods to bind (not the idle one)."""
-    return not (workload.affinity or workload.spread or workload.idle)
+    affinity, no spread: it places pods anywhere; no devices: it writes no claims), and
+    pods to bind (not the idle one)."""
+    return not (workload.affinity or workload.spread or workload.idle or workload.devices)

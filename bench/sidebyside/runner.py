@@ -35,7 +35,7 @@ from typing import Any
 
 from kubernetes import client
 
-from bench.sidebyside import ceiling, contenders, kubeio, measure, profiling, workloads
+from bench.sidebyside import ceiling, contenders, devices, kubeio, measure, profiling, workloads
 from bench.sidebyside.sampling import CpuSampler, per_second, server_bind_times, thin_curve
 from splitsched.testing import controlplane, invariants, kube
 
@@ -227,6 +227,8 @@ class Bench:
                 f"{len(self.nodes)} kwok nodes Ready in {self.node_seconds:.1f}s "
                 f"(control plane up {t - started:.1f}s)"
             )
+            if any(wl.devices for wl in wls):
+                await asyncio.to_thread(devices.publish, self.admin, self.nodes)
             async with kubeio.KubeIO(
                 server=self.cp.server_url, ssl_context=self.cp.ssl_context()
             ) as io:
@@ -312,8 +314,12 @@ class OneRun:
                 self.wl.measured_pod(i, scheduler_name=self.contender.scheduler_name)
                 for i in range(self.wl.pods)
             ]
+            if self.wl.devices:  # the claims made before the contender starts
+                await asyncio.to_thread(devices.create_template, self.bench.admin, self.namespace)
             if self.wl.upfront:
                 self.created = await self.io.create_pods(self.namespace, measured)
+            if self.wl.devices:
+                await devices.wait_claims_made(self.io, self.namespace, len(measured), within=300)
             await self.watch.start()
             self.t_launch = time.monotonic()
             sampler_task = asyncio.create_task(self.sampler.run())
@@ -391,11 +397,16 @@ class OneRun:
                 self.namespace, label_selector=f"{workloads.BENCH_LABEL}=measured"
             )
             server = server_bind_times(listing["items"])
+            if self.wl.devices and self.complete:
+                wrong = await asyncio.to_thread(devices.allocation_problems, admin, self.namespace)
+                self.error = f"{len(wrong)} claims wrong: {wrong[:3]}" if wrong else self.error
         finally:
             describe = self.contender.describe()
             self.peak_rss = measure.snapshot(self.bench._pids(self.contender), measure.peak_rss_mib)
             await asyncio.to_thread(self.contender.stop)
             try:
+                if self.wl.devices:
+                    await asyncio.to_thread(devices.release, admin, self.namespace)
                 await asyncio.to_thread(kube.delete_namespace, admin, self.namespace, timeout=180)
             except Exception as exc:  # the next run goes on; its judge skips these pods
                 self.bench.progress(f"  namespace {self.namespace} not deleted: {exc!r:.300}")

@@ -12,6 +12,9 @@ the measured pods. Pods are scheduler_perf's pod-default (pause, 100m cpu, 500Mi
   ``topology.kubernetes.io/zone In [zone-0, zone-1]`` (two thirds of the nodes feasible).
 * ``spread`` -- TopologySpreading: the same, each pod with a zone topology spread
   constraint (maxSkew 1, DoNotSchedule) over its own label. Not in the default set.
+* ``devices`` -- Dynamic Resource Allocation: the same as ``basic``, each pod with one
+  ResourceClaim of one GPU from a ResourceClaimTemplate with a CEL selector; every node has
+  8 GPUs (``bench.sidebyside.devices``). Pods at most 8 per node. Not in the default set.
 * ``idle`` -- no measured pods: the nodes and the init pods bound, the contender started
   and settled, then every process's CPU over an idle window (``idle_seconds``) and its
   peak RSS: what a scheduler costs a cluster when nothing is pending.
@@ -25,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.sidebyside import devices
 from splitsched.testing import kube
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -53,6 +57,8 @@ class Workload:
     spread: bool = False
     #: Seconds of the idle window (the idle workload); 0 for every other workload.
     idle_seconds: float = 0.0
+    #: Each measured pod claims one GPU (``bench.sidebyside.devices``).
+    devices: bool = False
 
     @property
     def idle(self) -> bool:
@@ -93,6 +99,8 @@ class Workload:
             labels={BENCH_LABEL: "measured", "app": self.name},
             affinity=affinity,
         )
+        if self.devices:
+            devices.with_claim(pod)
         if self.spread:
             pod["spec"]["topologySpreadConstraints"] = [
                 {
@@ -132,6 +140,13 @@ def build(
             init_pods=init_pods,
             pods=pods,
             spread=True,
+        ),
+        "devices": Workload(
+            "devices",
+            "DRA: each pod claims 1 GPU from a template (CEL selector), created up front",
+            init_pods=init_pods,
+            pods=pods,
+            devices=True,
         ),
         "idle": Workload(
             "idle",
