@@ -1,5 +1,6 @@
 """Keeps the side-by-side benchmark (``bench/sidebyside``) working: a small run through its
-CLI on its own control plane, and the throughput arithmetic it shares with scheduler_perf;
+CLI on its own control plane (and one of the DRA workload), and the throughput arithmetic
+it shares with scheduler_perf;
 and the back-pressure bench (``bench/backpressure``), a small run through its CLI.
 
 No timing assertions: the run checks that every contender bound every pod, that the
@@ -86,6 +87,28 @@ def test_bench_smoke_run_writes_results(tmp_path: Path) -> None:
     assert status == 0
     png = stem.with_suffix(".png").read_bytes()
     assert png.startswith(b"\x89PNG") and len(png) < 500_000
+
+
+@pytest.mark.integration
+def test_bench_devices_smoke_run_binds_every_pod_with_its_gpu(tmp_path: Path) -> None:
+    """The DRA workload, each contender second once: every pod bound with a GPU of its
+    node and none twice (the harness checks the claims and records an error otherwise),
+    and the first contender's claims released before the second runs."""
+    stem = tmp_path / "devices"
+    status = cli.main(
+        [
+            "--nodes", "8", "--init-pods", "0", "--pods", "48", "--workloads", "devices",
+            "--contenders", "kube-scheduler,splitsched-1", "--repeat", "2",
+            "--output", str(stem), "--timeout", "120",
+        ]
+    )  # fmt: skip
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    runs = [r for r in doc["results"] if r["workload"] == "devices"]
+    assert sorted(r["contender"] for r in runs) == ["kube-scheduler"] * 2 + ["splitsched-1"] * 2
+    for run in runs:
+        assert run["error"] is None, (run["contender"], run["error"])
+        assert run["complete"] and run["bound"] == run["pods"] == 48, run["contender"]
+    assert status == 0
 
 
 class _StoppedBench:
