@@ -11,14 +11,16 @@ both contenders start from the same claims. kube-scheduler (its DynamicResources
 by default in 1.36) and splitsched each allocate the GPUs and write the claims' status
 before the Binding. After the run every claim must hold one GPU of its pod's node and be
 reserved for the pod, and no GPU may be in two claims, or the run fails. Then the harness
-deallocates and deletes the claims itself (`release`), before the namespace goes.
+deletes the pods and deallocates and deletes the claims itself (`release`), before the
+namespace goes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kubernetes import client
@@ -131,23 +133,37 @@ def allocation_problems(api: client.ApiClient, namespace: str) -> list[str]:
     return problems
 
 
-def release(api: client.ApiClient, namespace: str, *, within: float = 120.0) -> None:
-    """Deallocate and delete the run's claims before its namespace goes: the harness
-    finalizes a deleted namespace itself (``kube.delete_namespace``), and a claim left
-    allocated there, with its finalizer, would hold its GPU for the runs after."""
+def release(api: client.ApiClient, namespace: str, *, within: float = 300.0) -> None:
+    """Delete the run's pods, then deallocate and delete its claims, before its namespace
+    goes: the harness finalizes a deleted namespace itself (``kube.delete_namespace``), and
+    a claim left allocated there, with its finalizer, would hold its GPU for the runs
+    after. The pods go first, so that no controller makes their claims again."""
+    deadline = time.monotonic() + within
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    _wait_until(lambda: not core.list_namespaced_pod(namespace, limit=1).items, deadline,
+                f"pods of {namespace} not deleted")  # fmt: skip
     custom = client.CustomObjectsApi(api)
     args = ("resource.k8s.io", "v1", namespace, "resourceclaims")
-    for claim in custom.list_namespaced_custom_object(*args)["items"]:
+
+    def free(claim: dict[str, Any]) -> None:
         name = claim["metadata"]["name"]
         cleared = {"status": {"allocation": None, "reservedFor": None}}
         _ignore_missing(custom.patch_namespaced_custom_object_status, *args, name, cleared)
         unprotected = {"metadata": {"finalizers": None}}
         _ignore_missing(custom.patch_namespaced_custom_object, *args, name, unprotected)
         _ignore_missing(custom.delete_namespaced_custom_object, *args, name)
-    deadline = time.monotonic() + within
-    while custom.list_namespaced_custom_object(*args)["items"]:
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(free, custom.list_namespaced_custom_object(*args)["items"]))
+    _wait_until(lambda: not custom.list_namespaced_custom_object(*args, limit=1)["items"],
+                deadline, f"claims of {namespace} not deleted")  # fmt: skip
+
+
+def _wait_until(done: Callable[[], bool], deadline: float, failure: str) -> None:
+    while not done():
         if time.monotonic() > deadline:
-            raise TimeoutError(f"claims of {namespace} not deleted after {within:.0f}s")
+            raise TimeoutError(failure)
         time.sleep(0.5)
 
 
