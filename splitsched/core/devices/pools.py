@@ -75,6 +75,11 @@ class Inventory:
         self._of_node: dict[str, set[str]] = {}  # node-local slices by node name
         self._shared: set[str] = set()  # slices that may serve any node
         self._of_pool: dict[tuple[str, str], set[str]] = {}
+        #: Bumped on every slice change: the pools kept per node are stale after it.
+        self._generation = 0
+        #: node name -> (generation, node, its pools): a node's pools, found once per
+        #: change of the slices or of the node, not once per pod.
+        self._kept: dict[str, tuple[int, models.Node, tuple[Pool, ...]]] = {}
         for s in slices:
             self.upsert(s)
 
@@ -83,6 +88,7 @@ class Inventory:
         if kept is not None and kept[0] == slice_:
             return
         self.remove(slice_.name)
+        self._changed()
         views = tuple(CelDevice(slice_.driver, d) for d in slice_.devices)
         self._slices[slice_.name] = (slice_, views)
         if slice_.node_name:
@@ -95,6 +101,7 @@ class Inventory:
         kept = self._slices.pop(name, None)
         if kept is None:
             return
+        self._changed()
         s = kept[0]
         _discard(self._of_node, s.node_name, name)
         self._shared.discard(name)
@@ -103,8 +110,22 @@ class Inventory:
     def __len__(self) -> int:
         return len(self._slices)
 
+    def _changed(self) -> None:
+        self._generation += 1
+        self._kept.clear()
+
     def pools_for(self, node: models.Node) -> list[Pool]:
-        """The pools `node` can use devices from, in the allocator's order."""
+        """The pools `node` can use devices from, in the allocator's order (kept until a
+        slice or the node changes: a node's labels pick network-attached slices)."""
+        kept = self._kept.get(node.name)
+        fresh = kept is not None and kept[0] == self._generation
+        if kept is not None and fresh and (kept[1] is node or kept[1].labels == node.labels):
+            return list(kept[2])
+        pools = self._find_pools(node)
+        self._kept[node.name] = (self._generation, node, tuple(pools))
+        return pools
+
+    def _find_pools(self, node: models.Node) -> list[Pool]:
         by_pool: dict[tuple[str, str], list[tuple[model.ResourceSlice, tuple[CelDevice, ...]]]]
         by_pool = {}
         for name in (*self._of_node.get(node.name, ()), *self._shared):

@@ -14,7 +14,7 @@ from splitsched.core import models
 from splitsched.core.convert.devices import slice_from_k8s
 from splitsched.core.devices import model
 from splitsched.core.devices.pools import Inventory, Pool
-from tests.support.devices import NODE_1, NODE_2, device, node_slice
+from tests.support.devices import NODE_1, NODE_2, device, network_slice, node_slice
 
 NETWORK = yaml.safe_load(
     """
@@ -112,3 +112,19 @@ def test_an_unreadable_slice_in_a_pool_still_short_is_both_incomplete_and_invali
     bad = unreadable(pool={"name": "rack-1", "generation": 4, "resourceSliceCount": 3})
     (pool,) = pools(NODE_1, bad, readable("s2", 4, count=3))
     assert pool.incomplete and pool.invalid_reason.startswith("slice rack-1-nics: ")
+
+
+def test_a_nodes_pools_are_found_again_when_a_slice_or_its_labels_change() -> None:
+    """The pools of a node are kept between pods; a slice's change or the node's new
+    labels (which pick network-attached slices) must show at once."""
+    gpu_zone = (models.NodeSelectorTerm(match_expressions=(
+        models.NodeSelectorRequirement("zone", "In", ("a",)),)),)  # fmt: skip
+    pools = Inventory([node_slice("s1", "node-1", device("gpu-0"))])
+    plain = models.Node("node-1", labels={"zone": "b"})
+    assert [p.name for p in pools.pools_for(plain)] == ["pool-1"]
+    pools.upsert(network_slice("net", "pool-n", device("nic-0"), selector=gpu_zone))
+    assert [p.name for p in pools.pools_for(plain)] == ["pool-1"]
+    relabelled = models.Node("node-1", labels={"zone": "a"})
+    assert [p.name for p in pools.pools_for(relabelled)] == ["pool-1", "pool-n"]
+    pools.remove("s1")
+    assert [p.name for p in pools.pools_for(relabelled)] == ["pool-n"]
